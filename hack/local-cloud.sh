@@ -1,0 +1,737 @@
+#!/usr/bin/env bash
+# A real, single-node OpenStack on loopback, for the VirtualMachine operator's tests and demos.
+#
+#   hack/local-cloud.sh up        install (first time only), start, print the clouds.yaml path last
+#   hack/local-cloud.sh down      stop every process started here (by pid file) and remove the state
+#   hack/local-cloud.sh status    what runs, on which ports, with which versions, how much memory
+#   hack/local-cloud.sh env       shell lines to eval: OS_CLIENT_CONFIG_FILE and OS_CLOUD=local
+#   hack/local-cloud.sh install   only install (or check) the packages and the virtualenv
+#
+# What runs: keystone, placement, glance, neutron (ML2 with a tiny agent-less driver, local-cloud/fakebind)
+# and nova (api, conductor, scheduler, compute with nova's fake hypervisor driver: servers are rows and
+# state machines, no real VMs), MariaDB (unix socket only) and RabbitMQ with its own epmd. OpenStack comes
+# from PyPI into its own virtualenv, pinned in local-cloud/requirements.txt and cached by a hash of the
+# pins under ${XDG_CACHE_HOME:-~/.cache}/hybrid-operator/; MariaDB and RabbitMQ come from the Debian
+# packages (installed with apt-get when missing). Every port is a free loopback port picked at `up`.
+#
+# The clouds.yaml has two clouds: `local` (user demo, a plain member of project demo: what the operator
+# should use) and `local-admin` (admin of project admin). Seeded: flavors small (1 vCPU, 512 MiB, 1 GiB),
+# medium (2 vCPU, 2 GiB, 10 GiB) and large (4 vCPU, 8 GiB, 20 GiB), a tiny image `cirros`, and a shared
+# network `private` (so servers created without a network get one).
+#
+# Each `up` after a `down` initialises a fresh cloud (the fake servers live in nova-compute's memory, a
+# restarted cloud would carry servers that no longer exist); a second `up` reuses what runs.
+#
+# Environment:
+#   LOCAL_CLOUD_NAME     name of this cloud (default "default"); two names run side by side
+#   LOCAL_CLOUD_DIR      state directory (default <cache>/clouds/<name>)
+#   LOCAL_CLOUD_PYTHON   python for the virtualenv (default python3; 3.11 is what the pins were made on)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+files=$here/local-cloud
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/hybrid-operator
+name=${LOCAL_CLOUD_NAME:-default}
+state=${LOCAL_CLOUD_DIR:-$cache/clouds/$name}
+python=${LOCAL_CLOUD_PYTHON:-python3}
+
+# Processes in start order; `down` stops them in reverse.
+components=(epmd rabbitmq mariadb keystone placement glance-api neutron-api nova-api
+  nova-conductor nova-scheduler nova-compute)
+port_names=(EPMD AMQP RABBIT_DIST KEYSTONE PLACEMENT GLANCE NEUTRON NOVA)
+databases=(keystone placement glance neutron nova_api nova nova_cell0)
+
+log() { printf '[local-cloud] %s\n' "$*" >&2; }
+die() {
+  log "error: $*"
+  exit 1
+}
+
+# ------------------------------------------------------------------------------------------- install
+
+# The virtualenv is keyed by the pins, the fake ML2 driver and the python version: a change to any of
+# them builds a new one next to the old.
+venv_key() {
+  {
+    cat "$files/requirements.txt" "$files/fakebind/pyproject.toml" "$files/fakebind/local_cloud_fakebind/__init__.py"
+    "$python" -c 'import sys; print(sys.version)'
+  } | sha256sum | cut -c1-12
+}
+venv=$cache/openstack-venv-$(venv_key)
+
+# Run a long command with its output in a log file, printing a heartbeat so nobody thinks it hangs.
+run_logged() {
+  local what=$1 logfile=$2
+  shift 2
+  local start=$SECONDS rc=0
+  "$@" >"$logfile" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 2
+    if kill -0 "$pid" 2>/dev/null && (((SECONDS - start) % 30 < 2)); then
+      log "  ... $what: $((SECONDS - start))s elapsed (log: $logfile)"
+    fi
+  done
+  wait "$pid" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    tail -n 30 "$logfile" >&2
+    die "$what failed (exit $rc); full log: $logfile"
+  fi
+  log "  $what done in $((SECONDS - start))s"
+}
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null; then
+    sudo "$@"
+  else
+    die "need root (or sudo) for: $*"
+  fi
+}
+
+mariadbd_bin() { command -v mariadbd || echo /usr/sbin/mariadbd; }
+epmd_bin() { command -v epmd || ls /usr/lib/erlang/erts-*/bin/epmd 2>/dev/null | head -n1; }
+rabbit_sbin=/usr/lib/rabbitmq/bin
+
+install_packages() {
+  local missing=()
+  [ -x "$(mariadbd_bin)" ] && command -v mariadb-install-db >/dev/null || missing+=(mariadb-server)
+  [ -x "$rabbit_sbin/rabbitmq-server" ] || missing+=(rabbitmq-server)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  command -v apt-get >/dev/null || die "please install ${missing[*]} (only Debian/Ubuntu are automated)"
+  log "installing ${missing[*]} with apt-get (first time only)"
+  # The packages' own services are not wanted: we run private instances. Debian's policy-rc.d keeps
+  # the package scripts from starting them (kept as is if the machine already has one).
+  local policy=/usr/sbin/policy-rc.d added_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | as_root tee "$policy" >/dev/null
+    as_root chmod 755 "$policy"
+    added_policy=1
+  fi
+  local rc=0
+  {
+    as_root apt-get update -qq &&
+      as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  } >"$cache/apt.log" 2>&1 || rc=$?
+  [ "$added_policy" -eq 1 ] && as_root rm -f "$policy"
+  [ "$rc" -eq 0 ] || {
+    tail -n 20 "$cache/apt.log" >&2
+    die "apt-get failed; see $cache/apt.log"
+  }
+  log "  packages installed"
+}
+
+install_venv() {
+  [ -f "$venv/.complete" ] && return 0
+  command -v "$python" >/dev/null || die "$python not found (set LOCAL_CLOUD_PYTHON)"
+  log "building the OpenStack virtualenv $venv (first time only, about 3-5 minutes on 2 cores)"
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+  run_logged "pip upgrade" "$cache/pip-$name.log" "$venv/bin/pip" install -q -U pip wheel
+  run_logged "pip install (OpenStack, pinned)" "$cache/pip-$name.log" \
+    "$venv/bin/pip" install -q -r "$files/requirements.txt"
+  # Built from a copy so the build leaves nothing (egg-info, build/) in the source tree.
+  local src
+  src=$(mktemp -d)
+  cp -r "$files/fakebind/." "$src/"
+  run_logged "pip install (fakebind)" "$cache/pip-$name.log" \
+    "$venv/bin/pip" install -q --no-build-isolation --no-deps "$src"
+  rm -rf "$src"
+  touch "$venv/.complete"
+}
+
+cmd_install() {
+  mkdir -p "$cache"
+  local start=$SECONDS
+  install_packages
+  install_venv
+  [ $((SECONDS - start)) -gt 1 ] && log "install done in $((SECONDS - start))s"
+  return 0
+}
+
+# ---------------------------------------------------------------------------------------- configuration
+
+# Loopback ports that are free now, below the kernel's ephemeral range so that no outgoing connection
+# takes one before its service binds it.
+pick_ports() {
+  "$venv/bin/python" - "${port_names[@]}" <<'EOF'
+import random, socket, sys
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+taken, held = set(), []
+for name in sys.argv[1:]:
+    while True:
+        port = random.randint(10000, low - 1)
+        if port in taken:
+            continue
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            s.close()
+            continue
+        held.append(s)
+        taken.add(port)
+        print(f"{name}_PORT={port}")
+        break
+EOF
+}
+
+secret() { head -c 18 /dev/urandom | base64 | tr -d '/+=\n'; }
+
+# The cloud's identity: ports and passwords, read by every later command.
+write_cloud_env() {
+  {
+    echo "# written by hack/local-cloud.sh up; ports and passwords of this cloud"
+    pick_ports
+    echo "LOCAL_CLOUD_ADMIN_PASSWORD=$(secret)"
+    echo "LOCAL_CLOUD_DEMO_PASSWORD=$(secret)"
+    echo "LOCAL_CLOUD_SERVICE_PASSWORD=$(secret)"
+  } >"$state/cloud.env"
+  chmod 600 "$state/cloud.env"
+}
+
+load_cloud_env() {
+  set -a
+  # shellcheck disable=SC1091
+  . "$state/cloud.env"
+  set +a
+}
+
+db_url() { echo "mysql+pymysql://root@localhost/$1?unix_socket=$state/run/mysqld.sock&charset=utf8mb4"; }
+
+keystone_url() { echo "http://127.0.0.1:$KEYSTONE_PORT"; }
+
+# keystone_authtoken-style section body for service user $1.
+service_auth() {
+  cat <<EOF
+www_authenticate_uri = $(keystone_url)/
+auth_url = $(keystone_url)/
+auth_type = password
+project_domain_name = Default
+user_domain_name = Default
+project_name = service
+username = $1
+password = $LOCAL_CLOUD_SERVICE_PASSWORD
+EOF
+}
+
+cloud_entry() { # cloud-name user password project
+  cat <<EOF
+  $1:
+    auth:
+      auth_url: $(keystone_url)/v3
+      username: $2
+      password: $3
+      project_name: $4
+      user_domain_name: Default
+      project_domain_name: Default
+    region_name: RegionOne
+    identity_api_version: 3
+    interface: public
+EOF
+}
+
+write_clouds_yaml() {
+  {
+    echo "# written by hack/local-cloud.sh up: \`local\` is a plain project member, \`local-admin\` the admin"
+    echo "clouds:"
+    cloud_entry local demo "$LOCAL_CLOUD_DEMO_PASSWORD" demo
+    cloud_entry local-admin admin "$LOCAL_CLOUD_ADMIN_PASSWORD" admin
+  } >"$state/clouds.yaml"
+  chmod 600 "$state/clouds.yaml"
+}
+
+write_mariadb_config() {
+  mkdir -p "$state/etc/mysql" "$state/data/mysql"
+  cat >"$state/etc/mysql/my.cnf" <<EOF
+[mysqld]
+datadir = $state/data/mysql
+socket = $state/run/mysqld.sock
+pid-file = $state/run/mysqld.pid
+log-error = $state/logs/mysqld.err
+# unix socket only: no TCP listener at all
+skip-networking
+user = $(id -un)
+skip-log-bin
+innodb_buffer_pool_size = 128M
+innodb_log_file_size = 32M
+innodb_flush_log_at_trx_commit = 0
+innodb_doublewrite = 0
+max_connections = 500
+character-set-server = utf8mb4
+collation-server = utf8mb4_general_ci
+[client]
+socket = $state/run/mysqld.sock
+EOF
+}
+
+write_rabbit_config() {
+  mkdir -p "$state/rabbit"
+  cat >"$state/rabbit/env.sh" <<EOF
+export HOME=$state/rabbit RABBITMQ_NODENAME=rabbit@localhost
+export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT=$AMQP_PORT RABBITMQ_DIST_PORT=$RABBIT_DIST_PORT
+export ERL_EPMD_ADDRESS=127.0.0.1 ERL_EPMD_PORT=$EPMD_PORT ERL_CRASH_DUMP=$state/logs/erl_crash.dump
+export RABBITMQ_MNESIA_BASE=$state/rabbit/mnesia RABBITMQ_LOG_BASE=$state/logs/rabbitmq
+export RABBITMQ_CONFIG_FILE=$state/rabbit/rabbitmq RABBITMQ_CONF_ENV_FILE=$state/rabbit/rabbitmq-env.conf
+export RABBITMQ_ENABLED_PLUGINS_FILE=$state/rabbit/enabled_plugins RABBITMQ_PID_FILE=$state/rabbit/beam.pid
+export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+export RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+EOF
+  printf 'listeners.tcp.default = 127.0.0.1:%s\nloopback_users = none\n' "$AMQP_PORT" >"$state/rabbit/rabbitmq.conf"
+  : >"$state/rabbit/rabbitmq-env.conf"
+  echo '[].' >"$state/rabbit/enabled_plugins"
+}
+
+write_openstack_configs() {
+  local rabbit="rabbit://guest:guest@127.0.0.1:$AMQP_PORT/"
+  mkdir -p "$state/etc/"{keystone,placement,glance,nova} "$state/etc/neutron/plugins/ml2" \
+    "$state/data/"{images,glance-staging,glance-tasks,locks,neutron,nova/instances}
+
+  cat >"$state/etc/keystone/keystone.conf" <<EOF
+[DEFAULT]
+log_file = $state/logs/keystone.log
+[database]
+connection = $(db_url keystone)
+[token]
+provider = fernet
+[fernet_tokens]
+key_repository = $state/etc/keystone/fernet-keys
+[fernet_receipts]
+key_repository = $state/etc/keystone/fernet-receipts
+[credential]
+key_repository = $state/etc/keystone/credential-keys
+EOF
+
+  cat >"$state/etc/placement/placement.conf" <<EOF
+[DEFAULT]
+log_file = $state/logs/placement.log
+[placement_database]
+connection = $(db_url placement)
+[api]
+auth_strategy = keystone
+[keystone_authtoken]
+$(service_auth placement)
+EOF
+
+  cp "$venv/etc/glance/glance-api-paste.ini" "$state/etc/glance/"
+  cat >"$state/etc/glance/glance-api.conf" <<EOF
+[DEFAULT]
+log_file = $state/logs/glance-api.log
+enabled_backends = fs:file
+worker_self_reference_url = http://127.0.0.1:$GLANCE_PORT
+[database]
+connection = $(db_url glance)
+[glance_store]
+default_backend = fs
+[fs]
+filesystem_store_datadir = $state/data/images/
+[os_glance_staging_store]
+filesystem_store_datadir = $state/data/glance-staging/
+[os_glance_tasks_store]
+filesystem_store_datadir = $state/data/glance-tasks/
+[paste_deploy]
+flavor = keystone
+[keystone_authtoken]
+$(service_auth glance)
+[oslo_concurrency]
+lock_path = $state/data/locks
+EOF
+
+  cp "$venv/etc/neutron/api-paste.ini" "$state/etc/neutron/"
+  cat >"$state/etc/neutron/neutron.conf" <<EOF
+[DEFAULT]
+log_file = $state/logs/neutron-api.log
+core_plugin = ml2
+# keep the router plugin: without it some mappers the port queries use are never configured
+service_plugins = router
+auth_strategy = keystone
+transport_url = $rabbit
+notify_nova_on_port_status_changes = false
+notify_nova_on_port_data_changes = false
+api_workers = 1
+rpc_workers = 0
+rpc_state_report_workers = 0
+state_path = $state/data/neutron
+[database]
+connection = $(db_url neutron)
+[keystone_authtoken]
+$(service_auth neutron)
+[oslo_concurrency]
+lock_path = $state/data/locks
+EOF
+  cat >"$state/etc/neutron/plugins/ml2/ml2_conf.ini" <<EOF
+[ml2]
+type_drivers = flat,local
+tenant_network_types = local
+mechanism_drivers = fakebind
+extension_drivers = port_security
+[ml2_type_flat]
+flat_networks = *
+[securitygroup]
+enable_security_group = true
+firewall_driver = noop
+EOF
+  cp "$files/neutron_wsgi.py" "$state/etc/neutron/"
+
+  cp "$venv/etc/nova/api-paste.ini" "$state/etc/nova/"
+  cat >"$state/etc/nova/nova.conf" <<EOF
+[DEFAULT]
+host = local-cloud
+log_file_mode = 0644
+transport_url = $rabbit
+# fake.FakeDriver reports a random node uuid on every start ("Duplicate compute node record" after a
+# restart); PredictableNodeUUIDDriver (2 vCPU, 8 GiB, 1 TB) does not.
+compute_driver = fake.PredictableNodeUUIDDriver
+initial_cpu_allocation_ratio = 64.0
+initial_ram_allocation_ratio = 16.0
+state_path = $state/data/nova
+instances_path = $state/data/nova/instances
+my_ip = 127.0.0.1
+allow_resize_to_same_host = true
+osapi_compute_workers = 1
+graceful_shutdown_timeout = 5
+# periodic tasks (host discovery among them) start at once instead of after up to a minute
+periodic_fuzzy_delay = 0
+[api]
+auth_strategy = keystone
+[wsgi]
+api_paste_config = $state/etc/nova/api-paste.ini
+[api_database]
+connection = $(db_url nova_api)
+[database]
+connection = $(db_url nova)
+[conductor]
+workers = 1
+[scheduler]
+workers = 1
+discover_hosts_in_cells_interval = 2
+[quota]
+instances = 200
+cores = 800
+ram = 1638400
+[keystone_authtoken]
+$(service_auth nova)
+[service_user]
+send_service_user_token = true
+$(service_auth nova)
+[placement]
+region_name = RegionOne
+$(service_auth placement)
+[neutron]
+region_name = RegionOne
+$(service_auth neutron)
+[glance]
+region_name = RegionOne
+[cinder]
+os_region_name = RegionOne
+[oslo_concurrency]
+lock_path = $state/data/locks
+[vnc]
+enabled = false
+EOF
+}
+
+# ------------------------------------------------------------------------------------------ processes
+
+# Start a process in its own session (so `down` can stop it with everything it forked) and record its
+# pid. The pid is written by the process itself, right before it becomes the command.
+spawn() { # name env-assignments... -- command...
+  local name=$1
+  shift
+  local envs=()
+  while [ "$1" != "--" ]; do
+    envs+=("$1")
+    shift
+  done
+  shift
+  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$state/run/$name.pid" env "${envs[@]}" "$@" \
+    >"$state/logs/$name.out" 2>&1 </dev/null &
+  # wait for the pid file, so a `down` right after never misses this process
+  local i
+  for i in $(seq 50); do
+    [ -s "$state/run/$name.pid" ] && return 0
+    sleep 0.1
+  done
+  die "$name did not start; see $state/logs/$name.out"
+}
+
+pid_of() { cat "$state/run/$1.pid" 2>/dev/null || true; }
+alive() {
+  local pid
+  pid=$(pid_of "$1")
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+# every process of a component: its session (the spawned pid is the session leader)
+session_pids() { ps -o pid= -s "$1" 2>/dev/null | tr -d ' ' || true; }
+
+uwsgi_app() { # name port module [extra uwsgi args]   (service config dir in the environment)
+  local name=$1 port=$2 module=$3 cfg=$4
+  shift 4
+  # --http11-socket + --http-keepalive: with --http-socket keystoneauth's pooled connections get reset
+  spawn "$name" "$cfg" PYTHONWARNINGS=ignore -- "$venv/bin/uwsgi" \
+    --http11-socket "127.0.0.1:$port" --http-keepalive --module "$module" --need-app \
+    --master --processes 1 --threads 4 --enable-threads --buffer-size 65535 \
+    --die-on-term --lazy-apps --logto "$state/logs/$name-uwsgi.log" "$@"
+}
+
+start_epmd() { spawn epmd -- "$(epmd_bin)" -address 127.0.0.1 -port "$EPMD_PORT"; }
+start_rabbitmq() {
+  # shellcheck disable=SC1091
+  (. "$state/rabbit/env.sh" && spawn rabbitmq -- "$rabbit_sbin/rabbitmq-server")
+}
+start_mariadb() { spawn mariadb -- "$(mariadbd_bin)" --defaults-file="$state/etc/mysql/my.cnf"; }
+start_keystone() {
+  uwsgi_app keystone "$KEYSTONE_PORT" keystone.wsgi.api:application OS_KEYSTONE_CONFIG_DIR="$state/etc/keystone"
+}
+start_services() {
+  uwsgi_app placement "$PLACEMENT_PORT" placement.wsgi.api:application \
+    OS_PLACEMENT_CONFIG_DIR="$state/etc/placement"
+  uwsgi_app glance-api "$GLANCE_PORT" glance.wsgi.api:application OS_GLANCE_CONFIG_DIR="$state/etc/glance" \
+    --http-chunked-input --http-auto-chunked --http-raw-body
+  uwsgi_app neutron-api "$NEUTRON_PORT" neutron_wsgi:application OS_NEUTRON_CONFIG_DIR="$state/etc/neutron" \
+    --pythonpath "$state/etc/neutron"
+  uwsgi_app nova-api "$NOVA_PORT" nova.wsgi.osapi_compute:application OS_NOVA_CONFIG_DIR="$state/etc/nova"
+  local svc
+  for svc in nova-conductor nova-scheduler nova-compute; do
+    spawn "$svc" PYTHONWARNINGS=ignore -- "$venv/bin/$svc" --config-file "$state/etc/nova/nova.conf" \
+      --log-file "$state/logs/$svc.log"
+  done
+}
+
+wait_for() { # what seconds command...
+  local what=$1 seconds=$2 i
+  shift 2
+  for ((i = 0; i < seconds * 4; i++)); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.25
+  done
+  die "timeout after ${seconds}s waiting for $what; logs in $state/logs"
+}
+mariadb_ping() { mariadb-admin --defaults-file="$state/etc/mysql/my.cnf" ping; }
+rabbit_ready() {
+  # shellcheck disable=SC1091
+  (. "$state/rabbit/env.sh" && "$rabbit_sbin/rabbitmqctl" -q await_startup --timeout 2)
+}
+
+# Stop every recorded process: SIGTERM to all session leaders at once, then whatever is left of
+# their sessions gets SIGKILL after a grace period.
+stop_all() {
+  local c pid pids=() left i
+  for c in "${components[@]}"; do
+    pid=$(pid_of "$c")
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && pids+=("$pid") && kill -TERM "$pid" 2>/dev/null
+  done
+  [ ${#pids[@]} -eq 0 ] && return 0
+  log "stopping ${#pids[@]} processes"
+  for ((i = 0; i < 80; i++)); do
+    left=$(for pid in "${pids[@]}"; do session_pids "$pid"; done)
+    [ -z "$left" ] && break
+    sleep 0.25
+  done
+  if [ -n "$left" ]; then
+    log "  still running after 20s, killing: $(echo "$left" | tr '\n' ' ')"
+    # shellcheck disable=SC2086
+    kill -KILL $left 2>/dev/null || true
+  fi
+  rm -f "$state"/run/*.pid
+}
+
+# ------------------------------------------------------------------------------------------- commands
+
+init_databases() {
+  run_logged "mariadb-install-db" "$state/logs/mariadb-install.log" \
+    mariadb-install-db --defaults-file="$state/etc/mysql/my.cnf" --auth-root-authentication-method=normal \
+    --skip-test-db
+  start_mariadb
+  wait_for mariadb 30 mariadb_ping
+  local db
+  for db in "${databases[@]}"; do
+    mariadb --defaults-file="$state/etc/mysql/my.cnf" -u root -e "CREATE DATABASE $db"
+  done
+}
+
+init_keystone() {
+  local kc=(--config-file "$state/etc/keystone/keystone.conf") url
+  url="$(keystone_url)/v3/"
+  run_logged "keystone db sync" "$state/logs/dbsync-keystone.log" "$venv/bin/keystone-manage" "${kc[@]}" db_sync
+  "$venv/bin/keystone-manage" "${kc[@]}" fernet_setup --keystone-user "$(id -un)" --keystone-group "$(id -gn)"
+  "$venv/bin/keystone-manage" "${kc[@]}" credential_setup --keystone-user "$(id -un)" --keystone-group "$(id -gn)"
+  # the password comes from the environment, not the command line (visible in ps)
+  OS_BOOTSTRAP_PASSWORD=$LOCAL_CLOUD_ADMIN_PASSWORD run_logged "keystone bootstrap" \
+    "$state/logs/keystone-bootstrap.log" "$venv/bin/keystone-manage" "${kc[@]}" bootstrap \
+    --bootstrap-region-id RegionOne --bootstrap-admin-url "$url" --bootstrap-internal-url "$url" \
+    --bootstrap-public-url "$url"
+}
+
+# The schemas of placement, glance, neutron and nova, in parallel (neutron's and nova's take longest).
+schema_pids=()
+sync_schemas() {
+  local nc=(--config-file "$state/etc/nova/nova.conf") m="$venv/bin"
+  (
+    "$m/placement-manage" --config-file "$state/etc/placement/placement.conf" db sync
+  ) >"$state/logs/dbsync-placement.log" 2>&1 &
+  schema_pids+=($!)
+  (
+    "$m/glance-manage" --config-file "$state/etc/glance/glance-api.conf" db_sync
+  ) >"$state/logs/dbsync-glance.log" 2>&1 &
+  schema_pids+=($!)
+  (
+    "$m/neutron-db-manage" --config-file "$state/etc/neutron/neutron.conf" \
+      --config-file "$state/etc/neutron/plugins/ml2/ml2_conf.ini" upgrade heads
+  ) >"$state/logs/dbsync-neutron.log" 2>&1 &
+  schema_pids+=($!)
+  (
+    "$m/nova-manage" "${nc[@]}" api_db sync &&
+      "$m/nova-manage" "${nc[@]}" cell_v2 map_cell0 --database_connection "$(db_url nova_cell0)" &&
+      "$m/nova-manage" "${nc[@]}" cell_v2 create_cell --name cell1 &&
+      "$m/nova-manage" "${nc[@]}" db sync
+  ) >"$state/logs/dbsync-nova.log" 2>&1 &
+  schema_pids+=($!)
+}
+
+wait_schemas() {
+  local pid failed=0
+  for pid in "${schema_pids[@]}"; do
+    wait "$pid" || failed=1
+  done
+  [ "$failed" -eq 0 ] || die "a database sync failed; see $state/logs/dbsync-*.log"
+}
+
+cmd_up() {
+  cmd_install
+  mkdir -p "$(dirname "$state")"
+  exec 9>"$state.lock"
+  flock -w 900 9 || die "another local-cloud.sh holds $state.lock"
+  if running; then
+    log "already running (state: $state)"
+    echo "$state/clouds.yaml"
+    return 0
+  fi
+  local start=$SECONDS t0
+  t0=$(date +%s.%N)
+  [ -d "$state/run" ] && stop_all
+  rm -rf "$state"
+  mkdir -p "$state/"{etc,logs,run,data}
+  chmod 700 "$state"
+  [ ${#state} -le 80 ] || die "state directory path too long for a unix socket; set LOCAL_CLOUD_DIR shorter"
+  log "initialising a fresh cloud in $state"
+  write_cloud_env
+  load_cloud_env
+  write_mariadb_config
+  write_rabbit_config
+  write_openstack_configs
+  write_clouds_yaml
+  export OS_CLIENT_CONFIG_FILE=$state/clouds.yaml
+  start_epmd
+  start_rabbitmq
+  init_databases
+  log "mariadb ready; database schemas (keystone first)"
+  init_keystone
+  start_keystone
+  sync_schemas
+  wait_for keystone 120 curl -sf -o /dev/null "$(keystone_url)/v3"
+  log "keystone up; registering services"
+  "$venv/bin/python" "$files/bootstrap.py" register >>"$state/logs/bootstrap.log" 2>&1 ||
+    die "registering services failed; see $state/logs/bootstrap.log"
+  log "waiting for the database schemas"
+  wait_schemas
+  wait_for rabbitmq 120 rabbit_ready
+  log "schemas and rabbitmq ready ($((SECONDS - start))s); starting placement, glance, neutron, nova"
+  start_services
+  run_logged "waiting for nova-compute, seeding flavors, image, network" "$state/logs/bootstrap-ready.log" \
+    "$venv/bin/python" "$files/bootstrap.py" ready "$t0" "$state/data/nova/compute_id"
+  log "cloud ready in $((SECONDS - start))s: OS_CLIENT_CONFIG_FILE=$state/clouds.yaml OS_CLOUD=local"
+  echo "$state/clouds.yaml"
+}
+
+# Everything recorded runs and keystone answers.
+running() {
+  [ -f "$state/cloud.env" ] && [ -f "$state/clouds.yaml" ] || return 1
+  local c
+  for c in "${components[@]}"; do alive "$c" || return 1; done
+  load_cloud_env
+  curl -sf -o /dev/null "$(keystone_url)/v3"
+}
+
+cmd_down() {
+  [ -d "$state" ] || {
+    log "nothing to stop ($state does not exist)"
+    return 0
+  }
+  mkdir -p "$(dirname "$state")"
+  exec 9>"$state.lock"
+  flock -w 900 9 || die "another local-cloud.sh holds $state.lock"
+  local start=$SECONDS
+  stop_all
+  # keep the logs for a post-mortem; the next `up` starts from nothing anyway
+  find "$state" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf {} +
+  log "stopped in $((SECONDS - start))s; logs kept in $state/logs"
+}
+
+component_ports() {
+  case $1 in
+  epmd) echo "$EPMD_PORT" ;;
+  rabbitmq) echo "$AMQP_PORT $RABBIT_DIST_PORT" ;;
+  mariadb) echo "unix:$state/run/mysqld.sock" ;;
+  keystone) echo "$KEYSTONE_PORT" ;;
+  placement) echo "$PLACEMENT_PORT" ;;
+  glance-api) echo "$GLANCE_PORT" ;;
+  neutron-api) echo "$NEUTRON_PORT" ;;
+  nova-api) echo "$NOVA_PORT" ;;
+  *) echo "-" ;;
+  esac
+}
+
+cmd_status() {
+  if [ ! -f "$state/cloud.env" ]; then
+    echo "local cloud '$name': not running (no state in $state)"
+    return 0
+  fi
+  load_cloud_env
+  local c pid rss total=0 nproc=0 p state_word
+  echo "local cloud '$name': $state"
+  printf '  %-15s %-8s %-8s %6s %9s  %s\n' COMPONENT PID STATE PROCS RSS_MiB PORTS
+  for c in "${components[@]}"; do
+    pid=$(pid_of "$c")
+    rss=0
+    p=0
+    state_word=stopped
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+      state_word=running
+      for p in $(session_pids "$pid"); do
+        rss=$((rss + $(ps -o rss= -p "$p" 2>/dev/null || echo 0)))
+      done
+      p=$(session_pids "$pid" | wc -l)
+    fi
+    total=$((total + rss))
+    nproc=$((nproc + p))
+    printf '  %-15s %-8s %-8s %6s %9s  %s\n' "$c" "${pid:--}" "$state_word" "$p" "$((rss / 1024))" \
+      "$(component_ports "$c")"
+  done
+  echo "  total: $nproc processes, $((total / 1024)) MiB RSS"
+  echo "  versions: $("$venv/bin/python" -c '
+from importlib.metadata import version
+print(", ".join(f"{p} {version(p)}" for p in
+      ("nova", "keystone", "openstack-placement", "glance", "neutron", "openstacksdk")))' 2>/dev/null || echo "?"),"
+  echo "            mariadb $(dpkg-query -W -f='${Version}' mariadb-server 2>/dev/null || echo '?')," \
+    "rabbitmq $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || echo '?')"
+  echo "  virtualenv: $venv"
+  echo "  clouds.yaml: $state/clouds.yaml (clouds: local = user demo in project demo, local-admin = admin)"
+  running && echo "  keystone answers: yes" || echo "  keystone answers: no"
+}
+
+cmd_env() {
+  [ -f "$state/clouds.yaml" ] || die "no cloud in $state; run: $0 up"
+  echo "export OS_CLIENT_CONFIG_FILE=$state/clouds.yaml"
+  echo "export OS_CLOUD=local"
+}
+
+case "${1:-}" in
+up) cmd_up ;;
+down) cmd_down ;;
+status) cmd_status ;;
+env) cmd_env ;;
+install) cmd_install ;;
+*) die "usage: $0 up|down|status|env|install" ;;
+esac

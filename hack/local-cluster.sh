@@ -1,0 +1,398 @@
+#!/usr/bin/env bash
+# A real, single-node Kubernetes control plane on loopback, built from source.
+#
+#   hack/local-cluster.sh up       build (first time only), start, print the admin kubeconfig path last
+#   hack/local-cluster.sh down     stop every process started here (by pid file) and remove the state
+#   hack/local-cluster.sh status   what runs, on which ports, with which versions
+#   hack/local-cluster.sh env      shell lines to eval: KUBECONFIG and a PATH with our own kubectl first
+#   hack/local-cluster.sh build    only build (or check) the cached binaries
+#
+# What runs: etcd, kube-apiserver (TLS, RBAC, service-account signing key), kube-controller-manager,
+# kube-scheduler and kwok (fake nodes that make pods Running and Ready). Versions are pinned in
+# hack/versions.env; binaries are built with Go through the module proxy and cached, keyed by version,
+# under ${XDG_CACHE_HOME:-~/.cache}/hybrid-operator/. The first build takes a while on 2 cores; later
+# `up`s reuse the binaries and are ready in seconds.
+#
+# Environment:
+#   LOCAL_CLUSTER_NAME   name of this test bed (default "default"); two names run side by side
+#   LOCAL_CLUSTER_DIR    state directory (default <cache>/clusters/<name>)
+#   LOCAL_CLUSTER_PORT   apiserver port (default: a free port)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=hack/versions.env
+. "$here/versions.env"
+
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/hybrid-operator
+name=${LOCAL_CLUSTER_NAME:-default}
+state=${LOCAL_CLUSTER_DIR:-$cache/clusters/$name}
+k8s_bin=$cache/bin/kubernetes-$KUBERNETES_VERSION
+etcd_bin=$cache/bin/etcd-$ETCD_VERSION
+kwok_bin=$cache/bin/kwok-$KWOK_VERSION
+k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+
+export GOTOOLCHAIN=${GOTOOLCHAIN_OVERRIDE:-auto}
+export GOFLAGS="-buildvcs=false -trimpath"
+
+log() { printf '[local-cluster] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# ---------------------------------------------------------------------------------------------- build
+
+# Run a long command with its output in a log file, printing a heartbeat so nobody thinks it hangs.
+run_logged() {
+  local what=$1 logfile=$2; shift 2
+  local start=$SECONDS rc=0
+  "$@" >"$logfile" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 5
+    if kill -0 "$pid" 2>/dev/null && (((SECONDS - start) % 30 < 5)); then
+      log "  ... $what: $((SECONDS - start))s elapsed (log: $logfile)"
+    fi
+  done
+  wait "$pid" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    tail -n 30 "$logfile" >&2
+    die "$what failed (exit $rc); full log: $logfile"
+  fi
+  log "  $what done in $((SECONDS - start))s"
+}
+
+# A throwaway Go module that requires k8s.io/kubernetes and points every staging module
+# (k8s.io/api, k8s.io/client-go, ...) at its published v0.x.y twin: the known way to build
+# Kubernetes commands from the module proxy instead of a git checkout.
+write_k8s_build_module() {
+  local dir=$1 gomod staging
+  gomod=$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  staging="v0.${KUBERNETES_VERSION#v1.}"
+  {
+    echo "module hybrid-operator.local/kubernetes-build"
+    echo
+    echo "go $(sed -n 's/^go //p' "$gomod")"
+    echo
+    echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
+    echo
+    echo "replace ("
+    sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\t\1 => \1 '"$staging"'#p' "$gomod"
+    echo ")"
+  } >"$dir/go.mod"
+  {
+    echo "//go:build tools"
+    echo
+    echo "package tools"
+    echo
+    echo "import ("
+    for c in "${k8s_cmds[@]}"; do echo "	_ \"k8s.io/kubernetes/cmd/$c\""; done
+    echo ")"
+  } >"$dir/tools.go"
+}
+
+k8s_ldflags() {
+  local pkg minor=${KUBERNETES_VERSION#v1.}
+  minor=${minor%%.*}
+  local flags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "$flags"
+}
+
+build_kubernetes() {
+  local c missing=0
+  for c in "${k8s_cmds[@]}"; do [ -x "$k8s_bin/$c" ] || missing=1; done
+  [ "$missing" -eq 0 ] && return 0
+  log "building Kubernetes $KUBERNETES_VERSION (${k8s_cmds[*]}); first time only, 15-30 min on 2 cores"
+  local dir=$cache/build/kubernetes-$KUBERNETES_VERSION
+  rm -rf "$dir" "$k8s_bin.tmp" && mkdir -p "$dir" "$k8s_bin.tmp"
+  write_k8s_build_module "$dir"
+  (cd "$dir" && run_logged "resolving modules" "$dir/tidy.log" go mod tidy)
+  local pkgs=()
+  for c in "${k8s_cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  (cd "$dir" && run_logged "compiling Kubernetes" "$dir/build.log" \
+    go build -ldflags "$(k8s_ldflags)" -o "$k8s_bin.tmp/" "${pkgs[@]}")
+  mv "$k8s_bin.tmp" "$k8s_bin"
+}
+
+# etcd and kwok carry replace directives of their own, so `go install pkg@version` refuses them;
+# a one-line build module that requires them at the pinned version builds them the same way.
+build_simple() {
+  local what=$1 module=$2 version=$3 pkg=$4 out=$5
+  [ -x "$out/$what" ] && return 0
+  log "building $what $version; first time only, a few minutes"
+  local dir=$cache/build/$what-$version
+  rm -rf "$dir" "$out.tmp" && mkdir -p "$dir" "$out.tmp"
+  printf 'module hybrid-operator.local/%s-build\n\ngo 1.24\n\nrequire %s %s\n' "$what" "$module" "$version" >"$dir/go.mod"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >"$dir/tools.go"
+  (cd "$dir" && run_logged "resolving $what modules" "$dir/tidy.log" go mod tidy)
+  (cd "$dir" && run_logged "compiling $what" "$dir/build.log" go build -ldflags "-s -w" -o "$out.tmp/$what" "$pkg")
+  mv "$out.tmp" "$out"
+}
+
+# kwok's own "fast" stages (node ready + lease heartbeat, pods ready at once), rendered from the
+# kwok module's kustomize tree with our kubectl and cached beside the kwok binary.
+kwok_stages() {
+  local out=$kwok_bin/stages.yaml dir
+  [ -s "$out" ] && return 0
+  dir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  "$k8s_bin/kubectl" kustomize "$dir/kustomize/stage/fast" >"$out.tmp"
+  mv "$out.tmp" "$out"
+}
+
+build_all() {
+  command -v go >/dev/null || die "Go is required to build the test bed (https://go.dev/doc/install)"
+  mkdir -p "$cache/bin" "$cache/build"
+  build_simple etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3 "$etcd_bin"
+  build_simple kwok sigs.k8s.io/kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok "$kwok_bin"
+  build_kubernetes
+  kwok_stages
+}
+
+# ---------------------------------------------------------------------------------------------- state
+
+pidfile() { echo "$state/run/$1.pid"; }
+
+running() { # component -> 0 if its recorded pid is alive
+  local f
+  f=$(pidfile "$1")
+  [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# ---------------------------------------------------------------------------------------------- PKI
+
+sign() { # name subject extfile (run inside the pki dir)
+  openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null
+  openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$1.crt" -days 3650 \
+    -extfile "$3" 2>/dev/null
+  rm -f "$1.csr"
+}
+
+# A CA, the apiserver's serving cert, client certs for each identity, and the service-account key.
+make_pki() {
+  local pki=$state/pki
+  [ -f "$pki/sa.pub" ] && return 0
+  command -v openssl >/dev/null || die "openssl is required"
+  mkdir -p "$pki" && chmod 700 "$pki"
+  (
+    cd "$pki" || exit 1
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
+      -subj "/CN=hybrid-operator-local-ca" 2>/dev/null
+    {
+      echo "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+      echo "extendedKeyUsage=serverAuth"
+    } >server.ext
+    echo "extendedKeyUsage=clientAuth" >client.ext
+    sign server "/CN=kube-apiserver" server.ext
+    sign admin "/O=system:masters/CN=kubernetes-admin" client.ext
+    sign user "/CN=plain-user" client.ext
+    sign kube-controller-manager "/CN=system:kube-controller-manager" client.ext
+    sign kube-scheduler "/CN=system:kube-scheduler" client.ext
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+  ) || die "could not create certificates in $pki"
+}
+
+kubeconfig_for() { # identity port -> writes $state/<identity>.kubeconfig
+  local who=$1 port=$2 pki=$state/pki
+  {
+    echo "apiVersion: v1"
+    echo "kind: Config"
+    echo "clusters:"
+    echo "- name: local"
+    echo "  cluster: {server: 'https://127.0.0.1:$port', certificate-authority: '$pki/ca.crt'}"
+    echo "users:"
+    echo "- name: $who"
+    echo "  user: {client-certificate: '$pki/$who.crt', client-key: '$pki/$who.key'}"
+    echo "contexts:"
+    echo "- name: $who@local"
+    echo "  context: {cluster: local, user: $who, namespace: default}"
+    echo "current-context: $who@local"
+  } >"$state/$who.kubeconfig"
+  chmod 600 "$state/$who.kubeconfig"
+}
+
+# ---------------------------------------------------------------------------------------------- up
+
+start_bg() { # component logfile command...
+  local what=$1 logfile=$2
+  shift 2
+  nohup "$@" >"$logfile" 2>&1 </dev/null &
+  echo $! >"$(pidfile "$what")"
+}
+
+wait_for() { # description seconds command...
+  local what=$1 limit=$2 start=$SECONDS
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS - start > limit)); then
+      die "$what not ready after ${limit}s; logs in $state/logs"
+    fi
+    sleep 0.3
+  done
+}
+
+node_manifest() {
+  cat <<'YAML'
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-0
+  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
+  labels: {kubernetes.io/hostname: kwok-node-0, kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok}
+status:
+  allocatable: {cpu: "64", memory: 256Gi, pods: "1000"}
+  capacity: {cpu: "64", memory: 256Gi, pods: "1000"}
+YAML
+}
+
+all_running() {
+  local c
+  for c in "${components[@]}"; do running "$c" || return 1; done
+}
+
+cmd_up() {
+  build_all
+  if [ -f "$state/admin.kubeconfig" ] && all_running; then
+    log "already running (name $name)"
+    echo "$state/admin.kubeconfig"
+    return 0
+  fi
+  if [ -d "$state/run" ]; then
+    log "some components stopped; starting the test bed afresh"
+    cmd_down keep-pki
+  fi
+  mkdir -p "$state/run" "$state/logs" "$state/etcd"
+  local started=$SECONDS
+  make_pki
+  local etcd_port etcd_peer api_port kcm_port sched_port kwok_port
+  etcd_port=$(free_port) etcd_peer=$(free_port) api_port=${LOCAL_CLUSTER_PORT:-$(free_port)}
+  kcm_port=$(free_port) sched_port=$(free_port) kwok_port=$(free_port)
+  printf 'etcd=%s\napiserver=%s\ncontroller-manager=%s\nscheduler=%s\nkwok=%s\n' \
+    "$etcd_port" "$api_port" "$kcm_port" "$sched_port" "$kwok_port" >"$state/ports"
+  local who
+  for who in admin user kube-controller-manager kube-scheduler; do kubeconfig_for "$who" "$api_port"; done
+  local pki=$state/pki admin=$state/admin.kubeconfig
+
+  log "starting etcd $ETCD_VERSION on 127.0.0.1:$etcd_port"
+  start_bg etcd "$state/logs/etcd.log" "$etcd_bin/etcd" \
+    --name local --data-dir "$state/etcd" \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+    --initial-cluster "local=http://127.0.0.1:$etcd_peer" \
+    --unsafe-no-fsync --quota-backend-bytes 4294967296 --log-level warn
+  wait_for etcd 30 curl -fsS "http://127.0.0.1:$etcd_port/health"
+
+  log "starting kube-apiserver $KUBERNETES_VERSION on https://127.0.0.1:$api_port"
+  start_bg kube-apiserver "$state/logs/kube-apiserver.log" "$k8s_bin/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    --tls-cert-file "$pki/server.crt" --tls-private-key-file "$pki/server.key" \
+    --client-ca-file "$pki/ca.crt" \
+    --authorization-mode RBAC \
+    --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+    --service-account-issuer https://kubernetes.default.svc \
+    --service-cluster-ip-range 10.96.0.0/16 \
+    --endpoint-reconciler-type none \
+    --allow-privileged=true
+  wait_for kube-apiserver 90 curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
+    "https://127.0.0.1:$api_port/readyz"
+
+  log "starting kube-controller-manager, kube-scheduler and kwok"
+  start_bg kube-controller-manager "$state/logs/kube-controller-manager.log" "$k8s_bin/kube-controller-manager" \
+    --kubeconfig "$state/kube-controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$state/kube-controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$state/kube-controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$kcm_port" \
+    --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+    --use-service-account-credentials=true \
+    --controllers '*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller' \
+    --leader-elect=false
+  start_bg kube-scheduler "$state/logs/kube-scheduler.log" "$k8s_bin/kube-scheduler" \
+    --kubeconfig "$state/kube-scheduler.kubeconfig" \
+    --authentication-kubeconfig "$state/kube-scheduler.kubeconfig" \
+    --authorization-kubeconfig "$state/kube-scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$sched_port" --leader-elect=false
+  start_bg kwok "$state/logs/kwok.log" "$kwok_bin/kwok" \
+    --kubeconfig "$admin" \
+    --config "$kwok_bin/stages.yaml" \
+    --manage-all-nodes=false \
+    --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --cidr 10.0.0.1/16 --node-ip 10.0.0.1 \
+    --server-address "127.0.0.1:$kwok_port"
+
+  local kubectl=("$k8s_bin/kubectl" --kubeconfig "$admin")
+  node_manifest >"$state/node.yaml"
+  wait_for "node registration" 30 "${kubectl[@]}" apply -f "$state/node.yaml"
+  wait_for "node Ready" 60 "${kubectl[@]}" wait --for=condition=Ready node/kwok-node-0 --timeout=2s
+  wait_for "default service account" 60 "${kubectl[@]}" get serviceaccount default -n default
+  log "ready in $((SECONDS - started))s: kubectl --kubeconfig $admin get nodes"
+  echo "$admin"
+}
+
+cmd_down() {
+  local keep=${1:-} c f pid
+  for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
+    f=$(pidfile "$c")
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 50); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+      done
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$f"
+  done
+  if [ "$keep" = keep-pki ]; then
+    rm -rf "$state/etcd" "$state/run" "$state/ports"
+  else
+    rm -rf "$state"
+  fi
+  log "stopped (name $name)"
+}
+
+cmd_status() {
+  echo "test bed '$name' (state: $state)"
+  echo "versions: kubernetes $KUBERNETES_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION"
+  local c built=yes any=0 port
+  for c in "${k8s_cmds[@]}"; do [ -x "$k8s_bin/$c" ] || built=no; done
+  [ -x "$etcd_bin/etcd" ] && [ -x "$kwok_bin/kwok" ] || built=no
+  echo "binaries built: $built ($cache/bin)"
+  for c in "${components[@]}"; do
+    port=""
+    [ -f "$state/ports" ] && port=$(sed -n "s/^${c#kube-}=//p" "$state/ports")
+    if running "$c"; then
+      any=1
+      echo "  $c: running, pid $(cat "$(pidfile "$c")")${port:+, port $port}"
+    else
+      echo "  $c: stopped"
+    fi
+  done
+  if [ "$any" -eq 1 ]; then
+    echo "kubeconfig: $state/admin.kubeconfig (no rights: $state/user.kubeconfig)"
+  fi
+  return 0
+}
+
+cmd_env() {
+  echo "export KUBECONFIG=$state/admin.kubeconfig"
+  echo "export PATH=$k8s_bin:\$PATH"
+}
+
+case "${1:-}" in
+up) cmd_up ;;
+down) cmd_down ;;
+status) cmd_status ;;
+env) cmd_env ;;
+build) build_all ;;
+*) die "usage: $0 up|down|status|env|build" ;;
+esac

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# From a fresh clone to a running operator on the local default, in one command:
+#   the virtualenv -> the local Kubernetes test bed (or $KUBECONFIG) -> CRDs -> the operator on
+#   watches.yaml -> deploy/samples/foo.yaml. With --cloud, also the local OpenStack
+#   (hack/local-cloud.sh) and deploy/samples/vm.yaml. The operator runs in the foreground: Ctrl-C stops it.
+#   hack/run-local.sh [--cloud] [extra operator flags...]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+log() { printf '[run-local] %s\n' "$*" >&2; }
+cloud=0
+if [ "${1:-}" = "--cloud" ]; then cloud=1; shift; fi
+
+bin=$(hack/bootstrap.sh | tail -n 1)
+export PATH="$bin:$PATH"
+if [ -z "${KUBECONFIG:-}" ]; then
+  KUBECONFIG=$(hack/local-cluster.sh up | tail -n 1)
+  export KUBECONFIG
+fi
+eval "$(hack/local-cluster.sh env | grep PATH)"
+log "cluster: $KUBECONFIG"
+kubectl apply --server-side -k deploy/crds >&2
+kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
+
+if [ "$cloud" = 1 ]; then
+  OS_CLIENT_CONFIG_FILE=$(hack/local-cloud.sh up | tail -n 1)
+  export OS_CLIENT_CONFIG_FILE OS_CLOUD=${OS_CLOUD:-local}
+  log "cloud: $OS_CLOUD in $OS_CLIENT_CONFIG_FILE"
+fi
+
+logfile=${TMPDIR:-/tmp}/hybrid-operator-run-local.log
+log "starting the operator (log: $logfile)"
+hybrid-operator run --watches-file watches.yaml --health-probe-bind-address 127.0.0.1:0 \
+  --metrics-bind-address 127.0.0.1:0 "$@" > >(tee "$logfile" >&2) 2>&1 &
+pid=$!
+trap 'kill -TERM $pid 2>/dev/null; wait $pid' INT TERM
+sleep 2
+kubectl apply -f deploy/samples/foo.yaml >&2
+if [ "$cloud" = 1 ]; then kubectl apply -f deploy/samples/vm.yaml >&2; fi
+log "applied the samples; watch them with: KUBECONFIG=$KUBECONFIG kubectl get foo,deploy${cloud:+,vm} -w"
+for _ in $(seq 60); do
+  if kubectl get foo example-foo -o jsonpath='{.status.availableReplicas}' 2>/dev/null | grep -q '[1-9]'; then
+    kubectl get foo,deployment >&2
+    break
+  fi
+  sleep 1
+done
+log "the operator keeps running; Ctrl-C stops it"
+wait $pid

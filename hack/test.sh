@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls exactly this):
+#   lint and types -> unit tests -> integration tests on a real API server -> Molecule (default scenario)
+# Integration tests use $KUBECONFIG when you point it at a cluster of your own; otherwise this script
+# brings up the local test bed (hack/local-cluster.sh, built from source and cached on first use) and
+# stops it again at the end. OpenStack tests use $OS_CLOUD if set, else the local cloud
+# (hack/local-cloud.sh); HYBRID_OPERATOR_SKIP_CLOUD=1 skips them.
+#   hack/test.sh [pytest args...]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+bin=$(hack/bootstrap.sh | tail -n 1)
+export PATH="$bin:$PATH"
+step() { printf '\n==> %s\n' "$*"; }
+
+step "lint: ruff, mypy, yamllint, ansible-lint"
+ruff check .
+ruff format --check .
+mypy
+yamllint -s .
+ANSIBLE_COLLECTIONS_PATH="$root/hybrid_operator/collections" ansible-lint --profile production -q roles/
+
+started_bed=0
+if [ -z "${KUBECONFIG:-}" ]; then
+  step "local Kubernetes test bed"
+  KUBECONFIG=$(hack/local-cluster.sh up | tail -n 1)
+  export KUBECONFIG
+  started_bed=1
+fi
+cleanup() {
+  if [ "$started_bed" = 1 ] && [ -z "${HYBRID_OPERATOR_KEEP_TESTBED:-}" ]; then
+    hack/local-cluster.sh down || true
+  fi
+}
+trap cleanup EXIT
+eval "$(hack/local-cluster.sh env | grep PATH)"
+
+step "pytest: unit, integration, cloud"
+markers=()
+if [ -n "${HYBRID_OPERATOR_SKIP_CLOUD:-}" ]; then markers=(-m "not cloud"); fi
+pytest -p no:cacheprovider -ra "${markers[@]}" "$@"
+
+step "molecule: default scenario against the test bed"
+molecule test -s default

@@ -1,0 +1,102 @@
+"""Where runs keep their files, and how much of it is kept.
+
+Every run gets a private data dir of its own under
+``<root>/<group>/<version>/<kind>/<namespace>/<name>/<run id>/`` (a shared one leaks env files between
+runs and lets ansible-runner's rotation delete a live run). After each run the store keeps the newest
+``maxRunnerArtifacts`` run dirs of that object **and** keeps the whole tree under a byte budget, deleting
+the oldest runs of any object first: upstream never purges and fills disks (ansible-operator-plugins#47).
+Used by the executors in ``running``; the index of run dirs is in memory, so no run walks the whole tree.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import itertools
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+
+def dir_size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+class ArtifactStore:
+    def __init__(self, root: Path, max_bytes: int) -> None:
+        self.root = root
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._runs: OrderedDict[Path, int] = OrderedDict()  # oldest first -> size
+        self._live: set[Path] = set()
+        self._bytes = 0
+        self._seq = itertools.count()
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._index_existing()
+
+    @property
+    def total_bytes(self) -> int:
+        return self._bytes
+
+    def new_run_dir(self, object_path: tuple[str, ...], run_id: str) -> Path:
+        """A fresh, empty dir for one run; the name sorts by start time."""
+        parent = self.root.joinpath(*[p or "_" for p in object_path])
+        parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # A sequence number after the second: runs of one object sort by start within one second too.
+        run_dir = parent / f"{time.strftime('%Y%m%dT%H%M%S')}-{next(self._seq):08d}-{run_id}"
+        run_dir.mkdir(mode=0o700)
+        with self._lock:
+            self._live.add(run_dir)
+        return run_dir
+
+    def finish(self, run_dir: Path, keep: int) -> None:
+        """Account a finished run, then enforce the per-object count and the global budget."""
+        size = dir_size(run_dir)
+        with self._lock:
+            self._live.discard(run_dir)
+            self._runs[run_dir] = size
+            self._bytes += size
+            doomed = self._over_count(run_dir.parent, keep)
+            for path in doomed:
+                self._bytes -= self._runs.pop(path, 0)
+            over = self._over_budget()
+            for path in over:
+                self._bytes -= self._runs.pop(path, 0)
+            doomed += over
+        for path in doomed:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def _over_count(self, parent: Path, keep: int) -> list[Path]:
+        siblings = sorted(p for p in self._runs if p.parent == parent)
+        return siblings[: max(0, len(siblings) - keep)]
+
+    def _over_budget(self) -> list[Path]:
+        doomed, freed = [], 0
+        for path, size in self._runs.items():  # oldest first
+            if self._bytes - freed <= self.max_bytes:
+                break
+            doomed.append(path)
+            freed += size
+        return doomed
+
+    def _index_existing(self) -> None:
+        """Pick up run dirs left by an earlier process, so budgets hold across restarts."""
+        found: list[tuple[float, Path]] = []
+        for env_dir in self.root.glob("**/env"):
+            run_dir = env_dir.parent
+            try:
+                found.append((run_dir.stat().st_mtime, run_dir))
+            except OSError:
+                continue
+        for _mtime, run_dir in sorted(found):
+            size = dir_size(run_dir)
+            self._runs[run_dir] = size
+            self._bytes += size

@@ -1,0 +1,147 @@
+"""Reading a run's events into a ``RunResult``: counts, failed tasks, and what the role asked for.
+
+Fed by the executors (``running``) with ansible-runner's event dicts, one at a time, as they arrive.
+Roles ask for things through the ``hybrid_operator.util`` action plugins (``k8s_status``,
+``requeue_after``, ``k8s_event``): their results carry a ``hybrid_operator`` key that is collected here,
+so the reactor writes status and events once, after the run, instead of every task patching the API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+RESULT_KEY = "hybrid_operator"  # the key our action plugins put in their results
+
+
+@dataclass(frozen=True)
+class FailedTask:
+    task: str
+    message: str
+    output: str  # the human-readable lines Ansible printed for it
+
+
+@dataclass(frozen=True)
+class RoleEvent:
+    """An Event the role asked for on the object it reconciles."""
+
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass
+class RunResult:
+    """What one reconcile run did: the executor's only output, whatever the backend."""
+
+    run_id: str
+    ok: int = 0
+    changed: int = 0
+    skipped: int = 0
+    failures: int = 0
+    unreachable: int = 0
+    rc: int = 0
+    timed_out: bool = False
+    duration: float = 0.0
+    failed_tasks: list[FailedTask] = field(default_factory=list)
+    status: dict[str, Any] = field(default_factory=dict)  # status keys the role set
+    conditions: list[dict[str, Any]] = field(default_factory=list)  # conditions the role set
+    events: list[RoleEvent] = field(default_factory=list)
+    requeue_after: float | None = None
+    error: str = ""  # the executor itself failed (could not start, crashed)
+
+    @property
+    def succeeded(self) -> bool:
+        return not (self.failures or self.unreachable or self.timed_out or self.error or self.rc != 0)
+
+    @property
+    def failure_message(self) -> str:
+        """One line a person can act on: the failed tasks' messages, or why the run itself failed."""
+        if self.failed_tasks:
+            return "; ".join(f"{t.message}" for t in self.failed_tasks)
+        if self.timed_out:
+            return "the Ansible run timed out and was stopped"
+        if self.error:
+            return self.error
+        if self.unreachable:
+            return "localhost was unreachable"
+        return f"the Ansible run exited with code {self.rc}"
+
+
+class EventCollector:
+    """Accumulates a RunResult from a run's events."""
+
+    def __init__(self, run_id: str) -> None:
+        self.result = RunResult(run_id=run_id)
+        self._stats_seen = False
+
+    def add(self, event: dict[str, Any]) -> None:
+        kind = event.get("event", "")
+        data = event.get("event_data") or {}
+        if kind == "runner_on_ok":
+            self._collect_requests(data.get("res") or {})
+        elif (
+            kind == "runner_on_failed" and not data.get("ignore_errors")
+        ) or kind == "runner_on_unreachable":
+            self.result.failed_tasks.append(_failed_task(data, event.get("stdout", "")))
+        elif kind == "playbook_on_stats":
+            self._stats_seen = True
+            result = self.result
+            result.ok = _host_sum(data.get("ok"))
+            result.changed = _host_sum(data.get("changed"))
+            result.skipped = _host_sum(data.get("skipped"))
+            result.failures = _host_sum(data.get("failures"))
+            result.unreachable = _host_sum(data.get("dark"))
+            if not result.failures and not result.unreachable:
+                result.failed_tasks.clear()  # failures that were rescued do not count
+
+    def _collect_requests(self, res: dict[str, Any]) -> None:
+        request = res.get(RESULT_KEY)
+        if not isinstance(request, dict):
+            return
+        status = request.get("status")
+        if isinstance(status, dict):
+            self.result.status.update(status)
+        for condition in request.get("conditions") or []:
+            if isinstance(condition, dict) and condition.get("type"):
+                self.result.conditions = [
+                    c for c in self.result.conditions if c.get("type") != condition["type"]
+                ] + [condition]
+        event = request.get("event")
+        if isinstance(event, dict) and event.get("reason"):
+            self.result.events.append(
+                RoleEvent(
+                    str(event.get("type", "Normal")), str(event["reason"]), str(event.get("message", ""))
+                )
+            )
+        after = request.get("requeue_after")
+        if isinstance(after, int | float) and after >= 0:
+            current = self.result.requeue_after
+            self.result.requeue_after = after if current is None else min(current, after)
+
+    @property
+    def complete(self) -> bool:
+        return self._stats_seen
+
+
+def _failed_task(data: dict[str, Any], stdout: str) -> FailedTask:
+    res = data.get("res") or {}
+    message = res.get("msg") or res.get("message") or res.get("stderr") or ""
+    for item in res.get("results") or []:  # a loop says "One or more items failed": say which
+        if isinstance(item, dict) and item.get("failed") and item.get("msg"):
+            message = str(item["msg"])
+            break
+    if res.get("_ansible_no_log") or res.get("censored"):
+        message = "the task failed; its output is hidden by no_log"
+    task = str(data.get("task") or "")
+    role = data.get("role")
+    name = f"{role} : {task}" if role else task
+    return FailedTask(
+        task=name, message=str(message).strip() or f"task '{name}' failed", output=stdout.strip()
+    )
+
+
+def _host_sum(per_host: object) -> int:
+    if isinstance(per_host, dict):
+        return sum(int(v) for v in per_host.values() if isinstance(v, int))
+    return 0

@@ -1,0 +1,216 @@
+"""Running one reconcile: the ``Executor`` interface and its ansible-runner implementation.
+
+The reactor hands an executor a ``RunRequest`` (which kind, which object, which role or playbook, which
+extra vars) and gets a ``RunResult`` back; nothing else crosses the boundary, so a faster backend can
+replace ansible-runner without touching the reactor. ``RunnerExecutor`` starts one ansible-runner run
+per reconcile in the run's own private data dir, streams its events into ``results.EventCollector``,
+scrubs the environment out of the ``command`` artifact, and hands the dir to the ``ArtifactStore``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import ansible_runner
+
+from hybrid_operator.ansible import inputdir
+from hybrid_operator.ansible.artifacts import ArtifactStore
+from hybrid_operator.ansible.results import EventCollector, RunResult
+
+log = logging.getLogger(__name__)
+
+# The collections shipped inside the package (hybrid_operator.util, and operator_sdk.util as a fallback
+# for roles written for operator-sdk). Appended after the user's paths, so an installed
+# operator_sdk.util from Galaxy wins over ours.
+BUNDLED_COLLECTIONS = Path(__file__).resolve().parent.parent / "collections"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Everything one run needs: which object, what to run, with which vars."""
+
+    run_id: str
+    group: str
+    version: str
+    kind: str
+    obj: Mapping[str, Any]
+    role: str | None = None
+    playbook: Path | None = None
+    watch_vars: Mapping[str, Any] = field(default_factory=dict)
+    finalizer_vars: Mapping[str, Any] | None = None
+    snake_case: bool = True
+    mark_unsafe: bool = True
+    max_artifacts: int = 20
+    verbosity: int = 0
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def namespace(self) -> str:
+        return str((self.obj.get("metadata") or {}).get("namespace") or "")
+
+    @property
+    def name(self) -> str:
+        return str((self.obj.get("metadata") or {}).get("name") or "")
+
+    def extravars(self) -> dict[str, Any]:
+        return inputdir.build_extravars(
+            self.obj,
+            group=self.group,
+            kind=self.kind,
+            snake_case=self.snake_case,
+            unsafe=self.mark_unsafe,
+            watch_vars=self.watch_vars,
+            finalizer_vars=self.finalizer_vars,
+        )
+
+
+class Executor(Protocol):
+    """Runs reconciles. Implementations must be safe to call from several worker threads at once."""
+
+    def run(self, request: RunRequest) -> RunResult: ...
+
+    def ready(self) -> tuple[bool, str]:
+        """Whether a run can start now, and why not."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class ExecutorSettings:
+    artifacts_root: Path
+    artifacts_max_bytes: int = 1 << 30
+    timeout: float = 600.0
+    ansible_args: str = ""
+    roles_paths: tuple[Path, ...] = ()
+    collections_paths: tuple[Path, ...] = ()
+
+
+def ansible_environment(settings: ExecutorSettings) -> dict[str, str]:
+    """Environment every run gets on top of the operator's own."""
+    collections = [str(p) for p in settings.collections_paths]
+    user = os.environ.get("ANSIBLE_COLLECTIONS_PATH") or os.environ.get("ANSIBLE_COLLECTIONS_PATHS")
+    if user:
+        collections.append(user)
+    else:  # keep Ansible's defaults reachable (site-packages holds the `ansible` package's collections)
+        collections.append(os.path.expanduser("~/.ansible/collections:/usr/share/ansible/collections"))
+    collections.append(str(BUNDLED_COLLECTIONS))
+    env = {
+        # ansible-runner looks ansible-playbook up on PATH: make it the one beside our Python.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "ANSIBLE_COLLECTIONS_PATH": ":".join(collections),
+        "ANSIBLE_RETRY_FILES_ENABLED": "false",
+        "ANSIBLE_NOCOLOR": "true",
+        "ANSIBLE_HOST_KEY_CHECKING": "false",
+        "ANSIBLE_DEPRECATION_WARNINGS": "false",
+        "ANSIBLE_LOCALHOST_WARNING": "false",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+    }
+    roles = [str(p) for p in settings.roles_paths]
+    if os.environ.get("ANSIBLE_ROLES_PATH"):
+        roles.append(os.environ["ANSIBLE_ROLES_PATH"])
+    if roles:
+        env["ANSIBLE_ROLES_PATH"] = ":".join(roles)
+    return env
+
+
+class RunnerExecutor:
+    """One ``ansible_runner.run`` per reconcile: the operator-sdk-compatible baseline backend."""
+
+    def __init__(self, settings: ExecutorSettings) -> None:
+        self.settings = settings
+        self.store = ArtifactStore(settings.artifacts_root, settings.artifacts_max_bytes)
+        self._env = ansible_environment(settings)
+        self._wrappers = settings.artifacts_root / ".playbooks"
+        self._wrappers.mkdir(parents=True, exist_ok=True)
+
+    def ready(self) -> tuple[bool, str]:
+        if shutil.which("ansible-playbook", path=self._env["PATH"]) is None:
+            return False, "ansible-playbook not found on PATH"
+        return True, "ok"
+
+    def close(self) -> None:
+        return None
+
+    def _playbook_for(self, request: RunRequest) -> Path:
+        if request.playbook is not None:
+            return request.playbook
+        assert request.role is not None
+        name = request.role.strip("/").replace("/", "_")
+        path = self._wrappers / f"{name}.yml"
+        if not path.exists():
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(inputdir.role_playbook(request.role), encoding="utf-8")
+            tmp.replace(path)
+        return path
+
+    def run(self, request: RunRequest) -> RunResult:
+        started = time.monotonic()
+        object_path = (request.group, request.version, request.kind, request.namespace, request.name)
+        run_dir = self.store.new_run_dir(object_path, request.run_id)
+        collector = EventCollector(request.run_id)
+        try:
+            inputdir.write_private_dir(run_dir, request.extravars())
+            runner = ansible_runner.run(
+                private_data_dir=str(run_dir),
+                playbook=str(self._playbook_for(request)),
+                ident=request.run_id,
+                envvars={**self._env, **request.env},
+                suppress_env_files=True,
+                quiet=True,
+                verbosity=request.verbosity or None,
+                cmdline=self.settings.ansible_args or None,
+                timeout=int(self.settings.timeout),
+                event_handler=_collect_into(collector),
+                settings={"suppress_ansible_output": True},
+            )
+            result = collector.result
+            result.rc = runner.rc if isinstance(runner.rc, int) else 1
+            result.timed_out = runner.status == "timeout"
+            if runner.status == "failed" and not collector.complete and not result.failed_tasks:
+                result.error = _last_lines(run_dir / "artifacts" / request.run_id / "stdout")
+        except Exception as exc:  # an executor bug or a broken install must not kill the worker
+            log.exception("ansible-runner failed to run", extra={"run_id": request.run_id})
+            result = collector.result
+            result.error = f"could not run Ansible: {exc}"
+        finally:
+            _scrub_command_artifact(run_dir / "artifacts" / request.run_id / "command")
+            self.store.finish(run_dir, request.max_artifacts)
+        result.duration = time.monotonic() - started
+        return result
+
+
+def _collect_into(collector: EventCollector) -> Any:
+    def handler(event: dict[str, Any]) -> bool:
+        collector.add(event)
+        return True  # keep ansible-runner's own job_events artifacts
+
+    return handler
+
+
+def _scrub_command_artifact(path: Path) -> None:
+    """ansible-runner writes the run's whole environment into `command`: keep only the variable names."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(data, dict) and isinstance(data.get("env"), dict):
+        data["env"] = sorted(data["env"])
+        path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def _last_lines(path: Path, count: int = 5) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return "the Ansible run failed before it started"
+    return " | ".join(line.strip() for line in lines[-count:] if line.strip()) or "the Ansible run failed"

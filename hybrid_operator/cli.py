@@ -1,0 +1,119 @@
+"""Command line: ``hybrid-operator run`` (and ``check``), the entry point behind operator.py.
+
+Parses flags (``config``), sets up logging, loads watches.yaml (a bad file stops here, naming the entry
+and field), connects to the API server, starts the probe and metrics servers, optionally waits for the
+leader Lease, runs the ``Operator`` until SIGTERM/SIGINT, then drains it within
+``--graceful-shutdown-timeout`` and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from importlib import metadata
+from types import FrameType
+
+from hybrid_operator import health, logs
+from hybrid_operator import metrics as metrics_mod
+from hybrid_operator.config import Config, add_run_flags
+from hybrid_operator.errors import ConfigError, OperatorError
+from hybrid_operator.reactor.orchestration import build_operator
+from hybrid_operator.watches import load_watches
+
+log = logging.getLogger("hybrid_operator")
+
+
+def version() -> str:
+    try:
+        return metadata.version("hybrid-operator")
+    except metadata.PackageNotFoundError:
+        return "0.0.0+unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hybrid-operator",
+        description="Run a Kubernetes operator written as Ansible roles (operator-sdk compatible watches.yaml).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="watch the kinds in watches.yaml and reconcile them")
+    add_run_flags(run)
+    check = sub.add_parser("check", help="validate watches.yaml and exit")
+    check.add_argument("--watches-file", default="./watches.yaml")
+    check.add_argument("--ansible-roles-path", default="")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "check":
+        return _check(args)
+    logs.setup(args.log_format, args.log_level)
+    try:
+        return _run(Config.from_args(args))
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 2
+
+
+def _check(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    try:
+        watches = load_watches(
+            Path(args.watches_file), roles_paths=[Path(p) for p in args.ansible_roles_path.split(":") if p]
+        )
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for w in watches:
+        print(f"{w.gvk}: {w.target.describe()}" + (f", finalizer {w.finalizer.name}" if w.finalizer else ""))
+    return 0
+
+
+def _run(config: Config) -> int:
+    watches = load_watches(config.watches_file, roles_paths=config.roles_paths)
+    metrics_mod.set_build_info(version(), _ansible_version())
+    probes = health.Probes()
+    servers = [
+        health.serve(config.health_address, probes, metrics=False),
+        health.serve(config.metrics_address, None, metrics=True),
+    ]
+    operator = build_operator(config, watches, probes)
+    stopping = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s: finishing running reconciles", signal.Signals(signum).name)
+        stopping.set()
+        operator.stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    metrics_mod.IS_LEADER.set(1)
+    try:
+        operator.start()
+    except OperatorError as exc:
+        log.error("could not start: %s", exc)
+        return 1
+    log.info("started: %d kinds, up to %d reconciles at once", len(watches), config.max_concurrent_total)
+    while not stopping.wait(1.0):
+        pass
+    finished = operator.shutdown(config.graceful_shutdown_timeout)
+    if not finished:
+        log.warning("graceful shutdown timeout reached; abandoning running reconciles")
+    for server in servers:
+        if server is not None:
+            server.shutdown()
+    log.info("stopped")
+    return 0
+
+
+def _ansible_version() -> str:
+    try:
+        return metadata.version("ansible-core")
+    except metadata.PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,222 @@
+"""The one connection to the API server, and plain REST calls on any group/version/kind.
+
+Built once by ``cli`` (kubeconfig, or the pod's service account) and shared by watching, patching, events
+and leases. Objects stay plain dicts (``KubeObject``): no home-made models of Kubernetes types. Discovery
+(kind -> plural, namespaced) is cached per group/version. HTTP errors become ``ApiError`` with the status
+code, so callers can tell NotFound, Conflict and Gone apart without importing the client library.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypedDict
+from urllib.parse import urlencode
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from hybrid_operator.errors import TemporaryError
+from hybrid_operator.watches import GVK
+
+KubeObject = dict[str, Any]
+
+
+class ObjectMeta(TypedDict, total=False):
+    name: str
+    namespace: str
+    uid: str
+    resourceVersion: str
+    generation: int
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    finalizers: list[str]
+    deletionTimestamp: str
+    ownerReferences: list[dict[str, Any]]
+
+
+class ApiError(TemporaryError):
+    """An HTTP error from the API server."""
+
+    def __init__(self, status: int, reason: str, body: str = "") -> None:
+        self.status = status
+        self.reason = reason
+        self.body = body
+        detail = reason
+        try:
+            detail = json.loads(body).get("message") or reason
+        except (ValueError, AttributeError):
+            pass
+        super().__init__(f"API server answered {status}: {detail}")
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+
+@dataclass(frozen=True)
+class Resource:
+    gvk: GVK
+    plural: str
+    namespaced: bool
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        base = f"/apis/{self.gvk.group}/{self.gvk.version}" if self.gvk.group else f"/api/{self.gvk.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+class Kube:
+    """Thread-safe REST access to the API server."""
+
+    def __init__(self, api: k8s_client.ApiClient) -> None:
+        self.api = api
+        self._discovery: dict[tuple[str, str], dict[str, Resource]] = {}
+        self._lock = threading.Lock()
+        self.requests = 0  # API requests made, for the benchmarks
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
+        try:
+            api = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, context=context
+            )
+        except (k8s_config.ConfigException, TypeError, OSError):
+            if kubeconfig:
+                raise
+            k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
+            api = k8s_client.ApiClient()
+        pool = max(16, int(api.configuration.connection_pool_maxsize or 0))
+        api.configuration.connection_pool_maxsize = pool
+        api.rest_client.pool_manager.connection_pool_kw["maxsize"] = pool
+        return cls(api)
+
+    # -- discovery -------------------------------------------------------------------------------------
+
+    def resource(self, gvk: GVK) -> Resource:
+        """kind -> plural and scope, from the API's discovery document (cached)."""
+        key = (gvk.group, gvk.version)
+        with self._lock:
+            cached = self._discovery.get(key)
+        if cached is None or gvk.kind not in cached:
+            path = f"/apis/{gvk.group}/{gvk.version}" if gvk.group else f"/api/{gvk.version}"
+            doc = self.request("GET", path)
+            cached = {}
+            for item in doc.get("resources", []):
+                if "/" in item.get("name", ""):
+                    continue  # subresources
+                found = Resource(
+                    GVK(gvk.group, gvk.version, item["kind"]), item["name"], bool(item["namespaced"])
+                )
+                cached[item["kind"]] = found
+            with self._lock:
+                self._discovery[key] = cached
+        if gvk.kind not in cached:
+            raise ApiError(404, f"the API server does not serve {gvk} (is its CRD installed?)")
+        return cached[gvk.kind]
+
+    # -- requests --------------------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | tuple[float, float] | None = 30,
+    ) -> KubeObject:
+        response = self._raw(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+        try:
+            data = response.data
+        finally:
+            response.release_conn()
+        return json.loads(data) if data else {}
+
+    def stream(self, path: str, query: Mapping[str, Any], timeout: float) -> Iterator[dict[str, Any]]:
+        """A watch: yields each event dict as the server sends it, until the server closes the stream."""
+        response = self._raw("GET", path, query={**query, "watch": "true"}, timeout=(10, timeout))
+        try:
+            buffer = b""
+            for chunk in response.stream(amt=65536, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            response.release_conn()
+
+    def _raw(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | tuple[float, float] | None = 30,
+    ) -> urllib3.BaseHTTPResponse:
+        self.requests += 1
+        url = self.api.configuration.host + path
+        if query:
+            url += "?" + urlencode({k: v for k, v in query.items() if v not in (None, "")})
+        headers = {"Accept": "application/json", "User-Agent": "hybrid-operator"}
+        self.api.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
+        if body is not None:
+            headers["Content-Type"] = content_type
+        try:
+            response = self.api.rest_client.pool_manager.request(
+                method,
+                url,
+                body=json.dumps(body).encode() if body is not None else None,
+                headers=headers,
+                preload_content=False,
+                timeout=urllib3.Timeout(*timeout) if isinstance(timeout, tuple) else timeout,
+                retries=False,
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise ApiError(0, f"cannot reach the API server: {exc}") from exc
+        if response.status >= 400:
+            data = response.data.decode("utf-8", "replace")
+            response.release_conn()
+            raise ApiError(response.status, response.reason or "", data)
+        return response
+
+    # -- conveniences ----------------------------------------------------------------------------------
+
+    def get(self, res: Resource, namespace: str | None, name: str) -> KubeObject:
+        return self.request("GET", res.path(namespace, name))
+
+    def merge_patch(
+        self, res: Resource, namespace: str | None, name: str, patch: Any, sub: str | None = None
+    ) -> KubeObject:
+        return self.request(
+            "PATCH", res.path(namespace, name, sub), body=patch, content_type="application/merge-patch+json"
+        )
+
+    def json_patch(self, res: Resource, namespace: str | None, name: str, patch: list[Any]) -> KubeObject:
+        return self.request(
+            "PATCH", res.path(namespace, name), body=patch, content_type="application/json-patch+json"
+        )
+
+    def create(self, res: Resource, namespace: str | None, body: Any) -> KubeObject:
+        return self.request("POST", res.path(namespace), body=body)

@@ -1,0 +1,95 @@
+"""Kubernetes Events on the objects the operator reconciles: what a person sees in `kubectl describe`.
+
+Called by ``reactor.reconciling`` for failed runs, recoveries and the Events roles ask for. Like
+client-go's recorder, a repeated Event (same object, type, reason and message) increments the count of
+one Event object instead of creating a new one each time. Failures to record are logged, never raised:
+an Event is a courtesy, not part of the reconcile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from datetime import UTC, datetime
+
+from hybrid_operator.kube.client import ApiError, Kube, KubeObject
+
+log = logging.getLogger(__name__)
+COMPONENT = "hybrid-operator"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class EventRecorder:
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def record(self, obj: KubeObject, event_type: str, reason: str, message: str) -> None:
+        meta = obj.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        digest = hashlib.sha256(f"{meta.get('uid')}|{event_type}|{reason}|{message}".encode()).hexdigest()[
+            :16
+        ]
+        name = f"{meta.get('name')}.{digest}"
+        path = f"/api/v1/namespaces/{namespace}/events"
+        stamp = _now()
+        message = message if len(message) <= 1024 else message[:1021] + "..."
+        try:
+            with self._lock:
+                count = self._counts.get(name, 0) + 1
+                self._counts[name] = count
+            if count > 1:
+                try:
+                    self.kube.request(
+                        "PATCH",
+                        f"{path}/{name}",
+                        body={"count": count, "lastTimestamp": stamp},
+                        content_type="application/merge-patch+json",
+                    )
+                    return
+                except ApiError as exc:
+                    if not exc.not_found:
+                        raise
+            body = {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": name, "namespace": namespace},
+                "involvedObject": {
+                    "apiVersion": obj.get("apiVersion"),
+                    "kind": obj.get("kind"),
+                    "name": meta.get("name"),
+                    "namespace": meta.get("namespace"),
+                    "uid": meta.get("uid"),
+                    "resourceVersion": meta.get("resourceVersion"),
+                },
+                "type": event_type,
+                "reason": reason,
+                "message": message,
+                "source": {"component": COMPONENT},
+                "reportingComponent": COMPONENT,
+                "firstTimestamp": stamp,
+                "lastTimestamp": stamp,
+                "count": 1,
+            }
+            try:
+                self.kube.request("POST", path, body=body)
+            except ApiError as exc:
+                if not exc.conflict:
+                    raise
+                current = self.kube.request("GET", f"{path}/{name}")
+                count = int(current.get("count") or 1) + 1
+                with self._lock:
+                    self._counts[name] = count
+                self.kube.request(
+                    "PATCH",
+                    f"{path}/{name}",
+                    body={"count": count, "lastTimestamp": stamp},
+                    content_type="application/merge-patch+json",
+                )
+        except ApiError as exc:
+            log.warning("could not record event %s on %s/%s: %s", reason, namespace, meta.get("name"), exc)

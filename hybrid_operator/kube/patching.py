@@ -1,0 +1,38 @@
+"""Writing to the objects the operator reconciles: status and finalizers. Never the spec.
+
+Called by ``reactor.reconciling``. Status goes through the status subresource as a merge patch carrying
+the resourceVersion it was computed from, so a concurrent writer causes a Conflict (retried by the
+caller with fresh data) instead of a lost update. Finalizers are patched the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hybrid_operator.kube.client import Kube, KubeObject, Resource
+
+
+def patch_status(kube: Kube, res: Resource, obj: KubeObject, status: dict[str, Any]) -> KubeObject:
+    meta = obj.get("metadata") or {}
+    body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": status}
+    return kube.merge_patch(res, meta.get("namespace"), meta["name"], body, sub="status")
+
+
+def set_finalizers(kube: Kube, res: Resource, obj: KubeObject, finalizers: list[str]) -> KubeObject:
+    meta = obj.get("metadata") or {}
+    body = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "finalizers": finalizers or None}}
+    return kube.merge_patch(res, meta.get("namespace"), meta["name"], body)
+
+
+def add_finalizer(kube: Kube, res: Resource, obj: KubeObject, name: str) -> KubeObject:
+    current = list((obj.get("metadata") or {}).get("finalizers") or [])
+    if name in current:
+        return obj
+    return set_finalizers(kube, res, obj, [*current, name])
+
+
+def remove_finalizer(kube: Kube, res: Resource, obj: KubeObject, name: str) -> KubeObject:
+    current = list((obj.get("metadata") or {}).get("finalizers") or [])
+    if name not in current:
+        return obj
+    return set_finalizers(kube, res, obj, [f for f in current if f != name])

@@ -1,0 +1,4 @@
+"""The reconcile machinery: queue objects, reconcile them one at a time, report the outcome.
+
+The only package that imports both ``kube`` and ``ansible``.
+"""

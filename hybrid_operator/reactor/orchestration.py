@@ -1,0 +1,277 @@
+"""Wiring: informers feed the queue, workers drain it through the reconciler, SIGTERM drains it all.
+
+Started by ``cli.run``. For every watches.yaml entry it resolves the kind through discovery (waiting,
+with backoff, for a CRD that is not installed yet), starts one informer per watched namespace, and turns
+watch events into queue keys: a new object, a new generation, a deletion mark, or (when asked) an
+annotation change. Status-only updates, including our own, never wake an object. Workers (as many as
+the global cap) take keys, reconcile, and requeue: periodic, requeue_after, or backoff after a failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hybrid_operator import metrics
+from hybrid_operator.ansible.running import Executor, ExecutorSettings, RunnerExecutor
+from hybrid_operator.config import Config
+from hybrid_operator.errors import OperatorError
+from hybrid_operator.health import Probes
+from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
+from hybrid_operator.kube.events import EventRecorder
+from hybrid_operator.kube.watching import Informer
+from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
+from hybrid_operator.reactor.reconciling import PERIOD_ANNOTATION, KindContext, Reconciler
+from hybrid_operator.watches import Watch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Kind:
+    ctx: KindContext
+    informers: dict[str, Informer] = field(default_factory=dict)  # namespace ("" = all) -> informer
+
+    def lookup(self, namespace: str, name: str) -> KubeObject | None:
+        informer = self.informers.get(namespace) or self.informers.get("")
+        return informer.get(namespace, name) if informer else None
+
+
+def wants_reconcile(watch: Watch, kind: str, old: KubeObject | None, new: KubeObject) -> bool:
+    """The event filter: which watch events are worth a run."""
+    if kind == "DELETED":
+        return False
+    if old is None or kind == "ADDED":
+        return True
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    if old_meta.get("generation") != new_meta.get("generation"):
+        return True
+    if new_meta.get("deletionTimestamp") and not old_meta.get("deletionTimestamp"):
+        return True
+    old_ann, new_ann = old_meta.get("annotations") or {}, new_meta.get("annotations") or {}
+    if old_ann.get(PERIOD_ANNOTATION) != new_ann.get(PERIOD_ANNOTATION):
+        return True
+    return watch.watch_annotations_changes and old_ann != new_ann
+
+
+class Operator:
+    def __init__(
+        self,
+        config: Config,
+        watches: list[Watch],
+        kube: Kube,
+        executor: Executor,
+        probes: Probes,
+        *,
+        is_leader: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.config = config
+        self.watches = watches
+        self.kube = kube
+        self.executor = executor
+        self.probes = probes
+        self.is_leader = is_leader
+        self.stop = threading.Event()
+        self.kinds: dict[str, Kind] = {}
+        self.queue = WorkQueue(
+            global_limit=config.max_concurrent_total,
+            per_kind_limits={str(w.gvk): config.concurrency(w.gvk) for w in watches},
+        )
+        self.reconciler = Reconciler(kube, executor, EventRecorder(kube))
+        self._workers: list[threading.Thread] = []
+        self._informer_threads: list[threading.Thread] = []
+        self._busy_since: dict[str, float] = {}  # worker -> when its current reconcile started
+        self._started = False
+        probes.ready["watches"] = self._watches_synced
+        probes.ready["executor"] = executor.ready
+        probes.live["workers"] = self._workers_alive
+
+    # -- start / stop ----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start workers, then each kind in its own thread: a kind whose CRD is missing waits alone."""
+        for i in range(self.config.max_concurrent_total):
+            thread = threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
+            thread.start()
+            self._workers.append(thread)
+        for watch in self.watches:
+            threading.Thread(
+                target=self._start_kind_safely, args=(watch,), name=f"start-{watch.gvk.kind}", daemon=True
+            ).start()
+        self._started = True
+
+    def _start_kind_safely(self, watch: Watch) -> None:
+        try:
+            self._start_kind(watch)
+        except OperatorError as exc:
+            log.info("not watching %s: %s", watch.gvk, exc)
+
+    def _start_kind(self, watch: Watch) -> None:
+        resource = self._discover(watch)
+        gvk = str(watch.gvk)
+        period = self.config.reconcile_period if watch.reconcile_period is None else watch.reconcile_period
+        kind = Kind(
+            ctx=KindContext(
+                watch=watch,
+                resource=resource,
+                lookup=lambda ns, name: None,
+                reconcile_period=period,
+                verbosity=self.config.verbosity(watch.gvk),
+            )
+        )
+        kind.ctx.lookup = kind.lookup
+        namespaces = self.config.namespaces if resource.namespaced and self.config.namespaces else ("",)
+        for namespace in namespaces:
+            kind.informers[namespace] = Informer(
+                self.kube,
+                resource,
+                self._handler(watch, gvk),
+                namespace=namespace,
+                label_selector=watch.selector,
+            )
+        self.kinds[gvk] = kind  # before any event can reach a worker
+        for namespace, informer in kind.informers.items():
+            thread = threading.Thread(
+                target=informer.run,
+                args=(self.stop,),
+                name=f"watch-{watch.gvk.kind}-{namespace or 'all'}",
+                daemon=True,
+            )
+            thread.start()
+            self._informer_threads.append(thread)
+        log.info(
+            "watching %s (%s) in %s with %s, %d at once",
+            gvk,
+            resource.plural,
+            ", ".join(namespaces) if namespaces != ("",) else "all namespaces",
+            watch.target.describe(),
+            self.config.concurrency(watch.gvk),
+        )
+
+    def _discover(self, watch: Watch) -> Resource:
+        delay = 1.0
+        while True:
+            try:
+                return self.kube.resource(watch.gvk)
+            except ApiError as exc:
+                if self.stop.is_set():
+                    raise OperatorError("stopped while waiting for the API server") from exc
+                log.warning("cannot resolve %s yet (%s); retrying in %.0fs", watch.gvk, exc, delay)
+                self.stop.wait(delay)
+                delay = min(30.0, delay * 2)
+
+    def _handler(self, watch: Watch, gvk: str) -> Callable[[str, KubeObject | None, KubeObject], None]:
+        def handle(kind: str, old: KubeObject | None, new: KubeObject) -> None:
+            meta = new.get("metadata") or {}
+            key = Key(gvk, meta.get("namespace") or "", meta.get("name") or "")
+            if kind == "DELETED":
+                self.queue.discard(key)
+            elif wants_reconcile(watch, kind, old, new):
+                self.queue.add(key, priority=PRIORITY_CHANGE)
+
+        return handle
+
+    def shutdown(self, timeout: float) -> bool:
+        """Stop taking work; wait up to ``timeout`` for running reconciles. True if all finished."""
+        self.stop.set()
+        self.queue.shutdown()
+        deadline = time.monotonic() + timeout
+        for thread in self._workers:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        finished = not any(t.is_alive() for t in self._workers)
+        self.executor.close()
+        return finished
+
+    # -- workers ---------------------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        name = threading.current_thread().name
+        while not self.stop.is_set():
+            key = self.queue.get(timeout=1.0)
+            if key is None:
+                continue
+            self._busy_since[name] = time.monotonic()
+            try:
+                self._reconcile_one(key)
+            finally:
+                self._busy_since.pop(name, None)
+                self.queue.done(key)
+
+    def _reconcile_one(self, key: Key) -> None:
+        kind = self.kinds[key.gvk]
+        started = time.monotonic()
+        try:
+            outcome = self.reconciler.reconcile(key, kind.ctx)
+        except OperatorError as exc:
+            log.warning("reconcile of %s hit an error, retrying: %s", key, exc)
+            metrics.RECONCILE_RESULTS.labels(key.gvk, "error").inc()
+            self.queue.add_rate_limited(key)
+            return
+        except Exception:
+            log.exception("reconcile of %s crashed, retrying", key)
+            metrics.RECONCILE_RESULTS.labels(key.gvk, "error").inc()
+            self.queue.add_rate_limited(key)
+            return
+        finally:
+            metrics.RECONCILE_SECONDS.labels(key.gvk).observe(time.monotonic() - started)
+        metrics.RECONCILE_RESULTS.labels(key.gvk, "succeeded" if outcome.succeeded else "failed").inc()
+        if outcome.retry:
+            delay = self.queue.add_rate_limited(key)
+            log.info("will retry %s in %.0fs", key, delay)
+            return
+        if outcome.succeeded:
+            self.queue.forget(key)
+        if outcome.requeue_after is not None:
+            priority = PRIORITY_CHANGE if outcome.requeue_after == 0 else PRIORITY_RESYNC
+            self.queue.add(key, delay=outcome.requeue_after, priority=priority)
+
+    # -- probes ----------------------------------------------------------------------------------------
+
+    def _watches_synced(self) -> tuple[bool, str]:
+        if not self._started:
+            return False, "starting"
+        unresolved = [str(w.gvk) for w in self.watches if str(w.gvk) not in self.kinds]
+        if unresolved:
+            return False, "kinds not served by the API server yet: " + ", ".join(unresolved)
+        waiting = [
+            f"{gvk}/{ns or '*'}"
+            for gvk, kind in self.kinds.items()
+            for ns, inf in kind.informers.items()
+            if not inf.synced.is_set()
+        ]
+        if waiting:
+            return False, "not synced yet: " + ", ".join(waiting)
+        return True, f"{sum(len(k.informers) for k in self.kinds.values())} watches synced"
+
+    def _workers_alive(self) -> tuple[bool, str]:
+        dead = [t.name for t in self._workers if not t.is_alive()]
+        if dead and not self.stop.is_set():
+            return False, "workers died: " + ", ".join(dead)
+        limit = self.config.run_timeout + 120
+        now = time.monotonic()
+        stuck = [name for name, since in list(self._busy_since.items()) if now - since > limit]
+        if stuck:
+            return False, f"workers stuck for over {limit:.0f}s: " + ", ".join(stuck)
+        return (
+            True,
+            f"{len(self._workers)} workers, {self.queue.processing()} busy, {self.queue.depth()} queued",
+        )
+
+
+def build_operator(config: Config, watches: list[Watch], probes: Probes) -> Operator:
+    """The composition root: connect to the API server and pick the executor."""
+    kube = Kube.connect(config.kubeconfig)
+    executor = RunnerExecutor(
+        ExecutorSettings(
+            artifacts_root=config.artifacts_dir,
+            artifacts_max_bytes=config.max_artifacts_bytes,
+            timeout=config.run_timeout,
+            ansible_args=config.ansible_args,
+            roles_paths=config.roles_paths,
+            collections_paths=config.collections_paths,
+        )
+    )
+    return Operator(config, watches, kube, executor, probes)

@@ -1,0 +1,239 @@
+"""One reconcile of one object: the road from a queued key to a written status.
+
+Called by the workers of ``orchestration`` with a key the queue guarantees no other worker holds.
+Short and linear, like sample-controller's syncHandler:
+
+1. read the object from the watch's cache (gone: nothing to do);
+2. work out the reconcile period (an unparsable annotation is a Failure on the object, no run);
+3. finalizers: add ours before the first run; on deletion run the finalizer, or skip if it is not ours;
+4. on a new generation, say Running on the status;
+5. run the role through the executor;
+6. remove the finalizer after a successful finalizer run, or write the status (one merge patch);
+7. record Events (a failed run, a recovery, what the role asked for) and decide when to come back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hybrid_operator import status as status_mod
+from hybrid_operator.ansible.results import RunResult
+from hybrid_operator.ansible.running import Executor, RunRequest
+from hybrid_operator.durations import parse_duration
+from hybrid_operator.errors import TemporaryError
+from hybrid_operator.kube import patching
+from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
+from hybrid_operator.kube.events import EventRecorder
+from hybrid_operator.reactor.queueing import Key
+from hybrid_operator.watches import Watch
+
+log = logging.getLogger(__name__)
+
+ANNOTATION_PREFIX = "ansible.sdk.operatorframework.io/"
+PERIOD_ANNOTATION = ANNOTATION_PREFIX + "reconcile-period"
+VERBOSITY_ANNOTATION = ANNOTATION_PREFIX + "verbosity"
+ARTIFACTS_ANNOTATION = ANNOTATION_PREFIX + "max-runner-artifacts"
+OWNER_ENV = "HYBRID_OPERATOR_OWNER"  # tells the hybrid_operator.util plugins which object this run is for
+
+
+@dataclass
+class KindContext:
+    """Everything the reconciler needs about one watched kind."""
+
+    watch: Watch
+    resource: Resource
+    lookup: Callable[[str, str], KubeObject | None]  # (namespace, name) -> cached object
+    reconcile_period: float  # seconds; 0 = no periodic reconcile
+    verbosity: int = 2
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the worker does with the key next."""
+
+    succeeded: bool
+    requeue_after: float | None = None  # None: do not come back unless the object changes
+    retry: bool = False  # requeue with backoff
+
+
+class Reconciler:
+    def __init__(self, kube: Kube, executor: Executor, recorder: EventRecorder) -> None:
+        self.kube = kube
+        self.executor = executor
+        self.recorder = recorder
+
+    def reconcile(self, key: Key, ctx: KindContext) -> Outcome:
+        obj = ctx.lookup(key.namespace, key.name)
+        if obj is None:
+            return Outcome(succeeded=True)
+        watch = ctx.watch
+        meta = obj.get("metadata") or {}
+        try:
+            period = _reconcile_period(meta, ctx.reconcile_period)
+        except ValueError as exc:
+            message = f"Unable to parse reconcile period annotation: {exc}"
+            self._write_status(ctx, obj, lambda fresh: status_mod.error_status(fresh, message))
+            self.recorder.record(obj, "Warning", status_mod.REASON_FAILED, message)
+            return Outcome(succeeded=False)
+        deleting = bool(meta.get("deletionTimestamp"))
+        finalizer = watch.finalizer
+        if finalizer is None and deleting:
+            return Outcome(succeeded=True)
+        if finalizer is not None:
+            present = finalizer.name in (meta.get("finalizers") or [])
+            if deleting and not present:
+                return Outcome(succeeded=True)
+            if not deleting and not present:
+                obj = patching.add_finalizer(self.kube, ctx.resource, obj, finalizer.name)
+        if watch.manage_status and not deleting and _new_generation(obj):
+            obj = self._write_status(ctx, obj, status_mod.running_status) or obj
+        result = self.executor.run(self._request(ctx, obj, deleting))
+        _log_run(key, result)
+        return self._after_run(key, ctx, obj, result, deleting, period)
+
+    def _request(self, ctx: KindContext, obj: KubeObject, deleting: bool) -> RunRequest:
+        watch, meta = ctx.watch, obj.get("metadata") or {}
+        target = watch.target
+        finalizer_vars: Mapping[str, Any] | None = None
+        if deleting and watch.finalizer is not None:
+            target = watch.finalizer.target or target
+            finalizer_vars = watch.finalizer.vars
+        owner = {
+            "apiVersion": obj.get("apiVersion") or watch.gvk.api_version,
+            "kind": obj.get("kind") or watch.gvk.kind,
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace", ""),
+            "uid": meta.get("uid"),
+        }
+        return RunRequest(
+            run_id=secrets.token_hex(6),
+            group=watch.gvk.group,
+            version=watch.gvk.version,
+            kind=watch.gvk.kind,
+            obj=obj,
+            role=target.role,
+            playbook=target.playbook,
+            watch_vars=watch.vars,
+            finalizer_vars=finalizer_vars,
+            snake_case=watch.snake_case_parameters,
+            mark_unsafe=watch.mark_unsafe,
+            max_artifacts=_int_annotation(meta, ARTIFACTS_ANNOTATION, watch.max_runner_artifacts),
+            verbosity=_int_annotation(meta, VERBOSITY_ANNOTATION, ctx.verbosity),
+            env={**ctx.extra_env, OWNER_ENV: json.dumps(owner)},
+        )
+
+    def _after_run(
+        self, key: Key, ctx: KindContext, before: KubeObject, result: RunResult, deleting: bool, period: float
+    ) -> Outcome:
+        watch = ctx.watch
+        fresh = self._fresh(ctx, before)
+        if fresh is None:
+            return Outcome(succeeded=result.succeeded)  # deleted while we ran: nothing left to report
+        if deleting and result.succeeded and watch.finalizer is not None:
+            self._record_role_events(fresh, result)
+            patching.remove_finalizer(self.kube, ctx.resource, fresh, watch.finalizer.name)
+            return Outcome(succeeded=True)
+        seen = (before.get("metadata") or {}).get("generation")
+
+        def final(cur: KubeObject) -> dict[str, Any]:
+            return status_mod.final_status(cur, result, manage_status=watch.manage_status, generation=seen)
+
+        self._write_status(ctx, fresh, final)
+        self._record_role_events(fresh, result)
+        if not result.succeeded:
+            reason = status_mod.failure_reason(result)
+            self.recorder.record(fresh, "Warning", reason, result.failure_message)
+            return Outcome(succeeded=False, retry=True)
+        if status_mod.last_failed(before):
+            self.recorder.record(
+                fresh, "Normal", "Recovered", "Reconciliation succeeded after earlier failures"
+            )
+        started_deleting = not deleting and bool((fresh.get("metadata") or {}).get("deletionTimestamp"))
+        if started_deleting and watch.finalizer is not None:
+            return Outcome(succeeded=True, requeue_after=0)  # deleted during the run: run the finalizer now
+        after = [v for v in (result.requeue_after, period or None) if v is not None]
+        return Outcome(succeeded=True, requeue_after=min(after) if after else None)
+
+    def _fresh(self, ctx: KindContext, before: KubeObject) -> KubeObject | None:
+        meta = before.get("metadata") or {}
+        try:
+            return self.kube.get(ctx.resource, meta.get("namespace"), meta["name"])
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    def _write_status(
+        self, ctx: KindContext, obj: KubeObject, build: Callable[[KubeObject], dict[str, Any]]
+    ) -> KubeObject | None:
+        """Patch the status computed from the freshest object; on a conflict re-read and recompute."""
+        current = obj
+        for _attempt in range(4):
+            patch = build(current)
+            if not patch:
+                return current
+            try:
+                return patching.patch_status(self.kube, ctx.resource, current, patch)
+            except ApiError as exc:
+                if exc.not_found:
+                    return None
+                if not exc.conflict:
+                    raise
+            fresh = self._fresh(ctx, current)
+            if fresh is None:
+                return None
+            current = fresh
+        raise TemporaryError("status kept conflicting with other writers")
+
+    def _record_role_events(self, obj: KubeObject, result: RunResult) -> None:
+        for event in result.events:
+            self.recorder.record(obj, event.type, event.reason, event.message)
+
+
+def _reconcile_period(meta: Mapping[str, Any], default: float) -> float:
+    raw = (meta.get("annotations") or {}).get(PERIOD_ANNOTATION)
+    return default if raw is None else parse_duration(str(raw))
+
+
+def _int_annotation(meta: Mapping[str, Any], name: str, default: int) -> int:
+    raw = (meta.get("annotations") or {}).get(name)
+    try:
+        return int(raw) if raw is not None else default
+    except ValueError:
+        log.warning("ignoring annotation %s=%r: not a whole number", name, raw)
+        return default
+
+
+def _new_generation(obj: Mapping[str, Any]) -> bool:
+    generation = (obj.get("metadata") or {}).get("generation")
+    observed = (
+        (obj.get("status") or {}).get("observedGeneration") if isinstance(obj.get("status"), dict) else None
+    )
+    return generation is None or generation != observed
+
+
+def _log_run(key: Key, result: RunResult) -> None:
+    fields = {
+        "kind": key.gvk,
+        "namespace": key.namespace,
+        "name": key.name,
+        "run_id": result.run_id,
+        "duration": round(result.duration, 3),
+        "ok": result.ok,
+        "changed": result.changed,
+        "failed": result.failures,
+        "result": "succeeded" if result.succeeded else "failed",
+    }
+    if result.succeeded:
+        log.info("reconciled", extra={"fields": fields})
+        return
+    log.warning("reconcile failed: %s", result.failure_message, extra={"fields": fields})
+    for task in result.failed_tasks:
+        if task.output:
+            log.warning("failed task %s output:\n%s", task.task, task.output, extra={"fields": fields})

@@ -1,0 +1,154 @@
+"""From a run's outcome to the custom resource's status: conditions, ansibleResult, observedGeneration.
+
+Pure functions, called by ``reactor.reconciling`` with the freshest copy of the object and the run's
+``RunResult``; the caller writes what they return as one merge patch on the status subresource.
+Conditions and reasons are operator-sdk's (Running / Successful / Failure; reasons Running, Successful,
+Failed; ``ansibleResult`` on the Running or Failure condition), plus what upstream lacks:
+``observedGeneration`` on the status and on each condition, and ``lastTransitionTime`` that moves only
+when a condition's status flips. Conditions a role set itself (through ``k8s_status``) win over ours
+for the same type, so a role can report ``Failure`` with its own reason (e.g. ``ErrResourceExists``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from hybrid_operator.ansible.results import RunResult
+
+RUNNING, SUCCESSFUL, FAILURE = "Running", "Successful", "Failure"
+REASON_RUNNING, REASON_SUCCESSFUL, REASON_FAILED = "Running", "Successful", "Failed"
+MSG_RUNNING = "Running reconciliation"
+MSG_AWAITING = "Awaiting next reconciliation"
+MSG_SUCCEEDED = "Last reconciliation succeeded"
+
+Condition = dict[str, Any]
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _conditions(obj: Mapping[str, Any]) -> list[Condition]:
+    status = obj.get("status")
+    raw = status.get("conditions") if isinstance(status, Mapping) else None
+    return [dict(c) for c in raw or [] if isinstance(c, Mapping) and c.get("type")]
+
+
+def set_condition(conditions: Sequence[Condition], new: Condition, stamp: str) -> list[Condition]:
+    """Replace the condition of the same type; keep lastTransitionTime unless the status flips."""
+    old = next((c for c in conditions if c.get("type") == new["type"]), None)
+    merged = dict(new)
+    if old is not None and old.get("status") == new.get("status") and old.get("lastTransitionTime"):
+        merged["lastTransitionTime"] = old["lastTransitionTime"]
+    else:
+        merged["lastTransitionTime"] = stamp
+    out = [c for c in conditions if c.get("type") != new["type"]]
+    out.append(merged)
+    return out
+
+
+def _condition(ctype: str, status: str, reason: str, message: str, generation: Any) -> Condition:
+    cond: Condition = {"type": ctype, "status": status, "reason": reason, "message": message}
+    if generation is not None:
+        cond["observedGeneration"] = generation
+    return cond
+
+
+def running_status(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Status patch at the start of a run on a new generation: Running=True, Successful=False."""
+    stamp = now()
+    generation = (obj.get("metadata") or {}).get("generation")
+    conditions = _conditions(obj)
+    successful = next((c for c in conditions if c["type"] == SUCCESSFUL), None)
+    if successful is not None:
+        conditions = set_condition(conditions, {**successful, "status": "False"}, stamp)
+    conditions = set_condition(
+        conditions, _condition(RUNNING, "True", REASON_RUNNING, MSG_RUNNING, generation), stamp
+    )
+    return {"conditions": conditions}
+
+
+def ansible_result(result: RunResult, stamp: str) -> dict[str, Any]:
+    return {
+        "ok": result.ok,
+        "changed": result.changed,
+        "skipped": result.skipped,
+        "failures": result.failures,
+        "completion": stamp,
+    }
+
+
+def final_status(
+    obj: Mapping[str, Any], result: RunResult, *, manage_status: bool, generation: Any = None
+) -> dict[str, Any]:
+    """Status patch after a run: the role's keys and conditions, then ours unless manageStatus is off.
+
+    ``obj`` is the freshest copy (to merge with); ``generation`` is the one the run saw, which is what
+    was observed even if the spec changed while the role ran (that change gets its own run).
+    """
+    stamp = now()
+    if generation is None:
+        generation = (obj.get("metadata") or {}).get("generation")
+    patch: dict[str, Any] = dict(result.status)
+    conditions = _conditions(obj)
+    role_types = {c["type"] for c in result.conditions}
+    for cond in result.conditions:
+        conditions = set_condition(conditions, cond, stamp)
+    if manage_status:
+        for cond in _runtime_conditions(result, generation, stamp, conditions):
+            if cond["type"] not in role_types:
+                conditions = set_condition(conditions, cond, stamp)
+        if generation is not None:
+            patch["observedGeneration"] = generation
+    if conditions != _conditions(obj) or result.conditions:
+        patch["conditions"] = conditions
+    return patch
+
+
+def _runtime_conditions(
+    result: RunResult, generation: Any, stamp: str, current: Sequence[Condition]
+) -> list[Condition]:
+    summary = ansible_result(result, stamp)
+    if result.succeeded:
+        running = _condition(RUNNING, "True", REASON_SUCCESSFUL, MSG_AWAITING, generation)
+        running["ansibleResult"] = summary
+        return [
+            running,
+            _condition(SUCCESSFUL, "True", REASON_SUCCESSFUL, MSG_SUCCEEDED, generation),
+            _condition(FAILURE, "False", "", "", generation),
+        ]
+    failure = _condition(FAILURE, "True", REASON_FAILED, result.failure_message, generation)
+    failure["ansibleResult"] = summary
+    old_running = next((c for c in current if c.get("type") == RUNNING), None)
+    out = [failure, _condition(SUCCESSFUL, "False", "", "", generation)]
+    if old_running is not None:
+        out.append(_condition(RUNNING, "False", REASON_FAILED, "Last reconciliation failed", generation))
+    return out
+
+
+def failure_reason(result: RunResult) -> str:
+    """The reason to report a failed run with: the role's own Failure reason if it set one."""
+    for cond in result.conditions:
+        if cond.get("type") == FAILURE and cond.get("status") == "True" and cond.get("reason"):
+            return str(cond["reason"])
+    return REASON_FAILED
+
+
+def error_status(obj: Mapping[str, Any], message: str) -> dict[str, Any]:
+    """Failure=True for problems found before any run (e.g. an unparsable reconcile-period annotation)."""
+    stamp = now()
+    generation = (obj.get("metadata") or {}).get("generation")
+    conditions = _conditions(obj)
+    for cond in (
+        _condition(FAILURE, "True", REASON_FAILED, message, generation),
+        _condition(SUCCESSFUL, "False", "", "", generation),
+    ):
+        conditions = set_condition(conditions, cond, stamp)
+    return {"conditions": conditions}
+
+
+def last_failed(obj: Mapping[str, Any]) -> bool:
+    """Whether the object's status says its last run failed (to announce a recovery)."""
+    return any(c.get("type") == FAILURE and c.get("status") == "True" for c in _conditions(obj))

@@ -1,0 +1,235 @@
+"""Integration fixtures: API clients, a namespace per test, CRDs, and the operator as a real process.
+
+Everything here is real: the local (or user's) API server, the ``hybrid-operator`` console script in a
+subprocess, ansible-runner and the Ansible collections from the project's virtualenv. The ``operator``
+factory starts the operator on a watches.yaml, scoped to the test's namespace with WATCH_NAMESPACE so
+tests can run side by side, and waits for /readyz.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, config, utils
+from kubernetes.client.rest import ApiException
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="session")
+def api(kubeconfig: str) -> client.ApiClient:
+    return config.new_client_from_config(config_file=kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def crds(api: client.ApiClient) -> None:
+    """Install the test CRDs and the shipped ones, and wait until they are served."""
+    ext = client.ApiextensionsV1Api(api)
+    files = sorted((FIXTURES / "crds").glob("*.yaml")) + sorted((ROOT / "deploy" / "crds").glob("*.yaml"))
+    names = []
+    for path in files:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc or doc.get("kind") != "CustomResourceDefinition":
+                continue
+            names.append(doc["metadata"]["name"])
+            try:
+                ext.create_custom_resource_definition(doc)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                current = ext.read_custom_resource_definition(doc["metadata"]["name"])
+                doc["metadata"]["resourceVersion"] = current.metadata.resource_version
+                ext.replace_custom_resource_definition(doc["metadata"]["name"], doc)
+    for name in names:
+        wait_until(lambda n=name: _established(ext, n), 60, f"CRD {name} established")
+
+
+def _established(ext: client.ApiextensionsV1Api, name: str) -> bool:
+    crd = ext.read_custom_resource_definition(name)
+    return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
+
+
+@pytest.fixture
+def namespace(api: client.ApiClient) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    core = client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name, propagation_policy="Background")
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    last_exc: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except ApiException as exc:
+            last_exc = exc
+        time.sleep(interval)
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what}" + (f" ({last_exc})" if last_exc else "")
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class OperatorProcess:
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    health_port: int
+    metrics_port: int
+    artifacts: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def http(self, port: int, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+        except OSError as exc:
+            return 0, str(exc)
+
+    def ready(self) -> bool:
+        return self.http(self.health_port, "/readyz")[0] == 200
+
+    def metrics(self) -> str:
+        return self.http(self.metrics_port, "/metrics")[1]
+
+    def terminate(self, timeout: float = 60) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def operator(
+    kubeconfig: str, crds: None, namespace: str, tmp_path: Path
+) -> Iterator[Callable[..., OperatorProcess]]:
+    started: list[OperatorProcess] = []
+
+    def start(
+        watches: Path, *args: str, env: dict[str, str] | None = None, wait_ready: bool = True
+    ) -> OperatorProcess:
+        index = len(started)
+        health, metrics = free_port(), free_port()
+        artifacts = tmp_path / f"artifacts-{index}"
+        log_path = tmp_path / f"operator-{index}.log"
+        full_env = {
+            **os.environ,
+            "KUBECONFIG": kubeconfig,
+            "WATCH_NAMESPACE": namespace,
+            "DEMO_LOCK_DIR": str(tmp_path / "locks"),
+            "DEMO_RECONCILE_PERIOD": "10h",
+            **(env or {}),
+        }
+        cmd = [
+            str(Path(sys.executable).parent / "hybrid-operator"),
+            "run",
+            "--watches-file",
+            str(watches),
+            "--health-probe-bind-address",
+            f"127.0.0.1:{health}",
+            "--metrics-bind-address",
+            f"127.0.0.1:{metrics}",
+            "--runner-artifacts-dir",
+            str(artifacts),
+            "--ansible-verbosity",
+            "0",
+            *args,
+        ]
+        with log_path.open("wb") as out:
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=ROOT, start_new_session=True
+            )
+        handle = OperatorProcess(proc, log_path, health, metrics, artifacts)
+        started.append(handle)
+        if wait_ready:
+            wait_until(lambda: handle.ready() or handle.proc.poll() is not None, 90, "operator ready")
+            if handle.proc.poll() is not None:
+                raise AssertionError(f"operator exited early:\n{handle.log()}")
+        return handle
+
+    yield start
+    for handle in started:
+        try:
+            handle.terminate(30)
+        except subprocess.TimeoutExpired:
+            handle.kill()
+
+
+class Objects:
+    """Small helpers over the dynamic parts of the API the tests touch."""
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
+
+    def create(self, group: str, version: str, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self.custom.create_namespaced_custom_object(group, version, self.namespace, plural, body)
+
+    def get(self, group: str, version: str, plural: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.custom.get_namespaced_custom_object(group, version, self.namespace, plural, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def patch(self, group: str, version: str, plural: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self.custom.patch_namespaced_custom_object(group, version, self.namespace, plural, name, body)
+
+    def delete(self, group: str, version: str, plural: str, name: str) -> None:
+        self.custom.delete_namespaced_custom_object(group, version, self.namespace, plural, name)
+
+    def events(self, name: str) -> list[Any]:
+        items = self.core.list_namespaced_event(self.namespace).items
+        return [e for e in items if e.involved_object.name == name]
+
+    def apply_file(self, path: Path) -> None:
+        utils.create_from_yaml(self.api, str(path), namespace=self.namespace)
+
+
+@pytest.fixture
+def objects(api: client.ApiClient, namespace: str) -> Objects:
+    return Objects(api, namespace)
+
+
+def condition(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == ctype:
+            return dict(cond)
+    return None

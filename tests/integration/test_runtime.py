@@ -1,0 +1,143 @@
+"""The runtime end to end: real API server, real operator process, real ansible-runner and collections.
+
+Uses the demo operator in tests/fixtures/projects/demo (a role that echoes its spec into the status,
+fails on request, holds a per-object lock to catch overlapping runs, and a finalizer role).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import FIXTURES, Objects, condition, wait_until
+
+pytestmark = pytest.mark.integration
+
+G, V, P = "test.hybrid-operator.dev", "v1", "demos"
+WATCHES = FIXTURES / "projects" / "demo" / "watches.yaml"
+
+
+def demo(name: str, **spec: object) -> dict[str, object]:
+    return {
+        "apiVersion": f"{G}/{V}",
+        "kind": "Demo",
+        "metadata": {"name": name},
+        "spec": {"message": "hi", **spec},
+    }
+
+
+def successful(objects: Objects, name: str, generation: int | None = None) -> dict | None:
+    obj = objects.get(G, V, P, name)
+    cond = condition(obj, "Successful")
+    if not cond or cond.get("status") != "True":
+        return None
+    if generation is not None and (obj or {}).get("status", {}).get("observedGeneration") != generation:
+        return None
+    return obj
+
+
+def test_create_reconciles_to_successful_with_observed_generation(operator, objects: Objects) -> None:
+    operator(WATCHES)
+    created = objects.create(G, V, P, demo("one"))
+    obj = wait_until(lambda: successful(objects, "one"), 60, "Successful=True")
+    status = obj["status"]
+    assert status["observedGeneration"] == created["metadata"]["generation"]
+    assert status["echoed"] == "hi"
+    assert status["uid"] == created["metadata"]["uid"]
+    running = condition(obj, "Running")
+    assert running["reason"] == "Successful"
+    assert running["ansibleResult"]["failures"] == 0
+    assert condition(obj, "Failure")["status"] == "False"
+    assert "test.hybrid-operator.dev/cleanup" in obj["metadata"]["finalizers"]
+
+
+def test_failing_role_reports_failure_and_recovers(operator, objects: Objects) -> None:
+    op = operator(WATCHES)
+    objects.create(G, V, P, demo("broken", fail=True))
+
+    def failed() -> dict | None:
+        cond = condition(objects.get(G, V, P, "broken"), "Failure")
+        return cond if cond and cond["status"] == "True" else None
+
+    cond = wait_until(failed, 60, "Failure=True")
+    assert cond["reason"] == "Failed"
+    assert "demo failure requested for broken" in cond["message"]
+    warning = wait_until(
+        lambda: [e for e in objects.events("broken") if e.type == "Warning" and "demo failure" in e.message],
+        30,
+        "a Warning event with the task message",
+    )
+    assert warning[0].reason == "Failed"
+    assert "demo failure requested for broken" in op.log()  # the failed task's output is logged
+
+    objects.patch(G, V, P, "broken", {"spec": {"fail": False}})
+    obj = wait_until(lambda: successful(objects, "broken", generation=2), 90, "recovery")
+    assert condition(obj, "Failure")["status"] == "False"
+    wait_until(
+        lambda: [e for e in objects.events("broken") if e.reason == "Recovered"], 30, "a Recovered event"
+    )
+
+
+def test_jinja_in_spec_is_data_not_code(operator, objects: Objects, tmp_path: Path) -> None:
+    operator(WATCHES)
+    payload = "{{ lookup('pipe', 'id') }}"
+    objects.create(G, V, P, demo("inject", message=payload, childName="inject-child"))
+    obj = wait_until(lambda: successful(objects, "inject"), 60, "Successful=True")
+    assert obj["status"]["echoed"] == payload
+    child = objects.core.read_namespaced_config_map("inject-child", objects.namespace)
+    assert child.data["message"] == payload
+    assert "uid=" not in json.dumps(obj["status"])
+
+
+def test_finalizer_runs_on_delete_and_the_object_goes(operator, objects: Objects) -> None:
+    operator(WATCHES)
+    objects.create(G, V, P, demo("doomed"))
+    wait_until(lambda: successful(objects, "doomed"), 60, "Successful=True")
+    objects.delete(G, V, P, "doomed")
+    wait_until(lambda: objects.get(G, V, P, "doomed") is None, 60, "the Demo to disappear")
+    marker = objects.core.read_namespaced_config_map("doomed-finalized", objects.namespace)
+    assert marker.data == {"finalized": "true"}
+
+
+def test_twenty_at_once_all_converge_without_overlapping_runs(operator, objects: Objects) -> None:
+    op = operator(WATCHES, "--max-concurrent-reconciles", "2")
+    names = [f"many-{i:02d}" for i in range(20)]
+    for name in names:
+        objects.create(G, V, P, demo(name, sleepSeconds=1))
+    # Change some while they may be running: the queue must collapse, never overlap.
+    for name in names[:5]:
+        objects.patch(G, V, P, name, {"spec": {"message": "changed"}})
+    for name in names:
+        wait_until(lambda n=name: successful(objects, n), 180, f"{name} Successful")
+    for name in names[:5]:
+        obj = wait_until(lambda n=name: successful(objects, n, generation=2), 60, f"{name} at generation 2")
+        assert obj["status"]["echoed"] == "changed"
+    # An overlapping run would have failed on the per-object lock.
+    assert "Fail if another run of this object is in progress" not in op.log()
+    metrics = op.metrics()
+    assert (
+        'ansible_operator_reconcile_result_total{GVK="Demo.v1.test.hybrid-operator.dev",result="failed"}'
+        not in metrics
+    )
+
+
+def test_sigterm_lets_the_running_reconcile_finish(operator, objects: Objects) -> None:
+    op = operator(WATCHES)
+    objects.create(G, V, P, demo("slow", sleepSeconds=4))
+    wait_until(lambda: condition(objects.get(G, V, P, "slow"), "Running"), 30, "the run to start")
+    assert op.terminate(60) == 0
+    assert successful(objects, "slow"), "the run in progress at SIGTERM completed and reported"
+    assert "stopped" in op.log()
+
+
+def test_bad_watches_file_fails_at_start_naming_entry_and_field(operator, tmp_path: Path) -> None:
+    bad = tmp_path / "watches.yaml"
+    role = FIXTURES / "projects" / "demo" / "roles" / "demo"
+    bad.write_text(
+        f"- version: v1\n  group: x.example.com\n  kind: X\n  role: {role}\n  reconcilePeriod: soon\n"
+    )
+    op = operator(bad, wait_ready=False)
+    assert op.proc.wait(60) == 2
+    assert "entry 0 (x.example.com/v1/X): field 'reconcilePeriod'" in op.log()

@@ -1,0 +1,1 @@
+"""Unit tests: fast and pure, no API server and no Ansible run; the layout mirrors hybrid_operator/."""

@@ -1,0 +1,1 @@
+"""Unit tests of the Ansible collection shipped in hybrid_operator/collections."""

@@ -1,0 +1,287 @@
+"""The work queue on a fake clock: dedupe, one worker per key, delays, caps, priorities, backoff, shutdown."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
+
+pytestmark = pytest.mark.timeout(30)
+
+FOO, BAR = "Foo.v1.example.com", "Bar.v1.example.com"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.called = threading.Event()
+
+    def __call__(self) -> float:
+        self.called.set()
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def key(name: str, gvk: str = FOO) -> Key:
+    return Key(gvk, "default", name)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def make(
+    clock: FakeClock, *, limits: dict[str, int] | None = None, total: int = 10, **kw: float
+) -> WorkQueue:
+    return WorkQueue(
+        global_limit=total,
+        per_kind_limits=limits if limits is not None else {FOO: 10, BAR: 10},
+        clock=clock,
+        **kw,
+    )
+
+
+def drain(queue: WorkQueue) -> list[str]:
+    """Take every key due now (without finishing them)."""
+    out = []
+    while (got := queue.get(timeout=0)) is not None:
+        out.append(got.name)
+    return out
+
+
+def test_key_str() -> None:
+    assert str(key("a")) == "Foo.v1.example.com default/a"
+    assert str(Key(FOO, "", "cluster-wide")) == "Foo.v1.example.com cluster-wide"
+
+
+def test_adding_a_waiting_key_twice_collapses(clock: FakeClock) -> None:
+    queue = make(clock)
+    queue.add(key("a"))
+    queue.add(key("a"))
+    assert queue.depth() == 1
+    assert drain(queue) == ["a"]
+
+
+def test_keys_come_out_in_order(clock: FakeClock) -> None:
+    queue = make(clock)
+    for name in "cab":
+        queue.add(key(name))
+    assert drain(queue) == ["c", "a", "b"]
+
+
+def test_a_key_being_processed_is_not_handed_out_again(clock: FakeClock) -> None:
+    queue = make(clock)
+    queue.add(key("a"))
+    assert queue.get(timeout=0) == key("a")
+    queue.add(key("a"))
+    queue.add(key("a"))
+    assert queue.get(timeout=0) is None
+    assert queue.processing() == 1
+    queue.done(key("a"))
+    assert drain(queue) == ["a"]  # back once, however often it was added meanwhile
+    queue.done(key("a"))
+    assert queue.get(timeout=0) is None
+
+
+def test_done_without_new_adds_does_not_requeue(clock: FakeClock) -> None:
+    queue = make(clock)
+    queue.add(key("a"))
+    queue.get(timeout=0)
+    queue.done(key("a"))
+    assert queue.get(timeout=0) is None
+    assert queue.depth() == 0
+
+
+def test_delayed_key_becomes_due(clock: FakeClock) -> None:
+    queue = make(clock)
+    queue.add(key("a"), delay=30)
+    assert queue.get(timeout=0) is None
+    assert queue.depth() == 1
+    clock.advance(29.9)
+    assert queue.get(timeout=0) is None
+    clock.advance(0.1)
+    assert queue.get(timeout=0) == key("a")
+
+
+def test_earlier_due_time_wins(clock: FakeClock) -> None:
+    queue = make(clock)
+    queue.add(key("a"), delay=30)
+    queue.add(key("a"), delay=10)
+    queue.add(key("a"), delay=20)  # later than the 10 s already asked for: ignored
+    clock.advance(10)
+    assert drain(queue) == ["a"]
+
+
+def test_immediate_add_overrides_a_delay_and_the_old_delay_does_not_fire(clock: FakeClock) -> None:
+    queue = make(clock)
+    queue.add(key("a"), delay=30)
+    queue.add(key("a"))
+    assert queue.get(timeout=0) == key("a")
+    queue.done(key("a"))
+    clock.advance(60)
+    assert queue.get(timeout=0) is None
+
+
+def test_delayed_keys_come_due_in_due_order(clock: FakeClock) -> None:
+    queue = make(clock)
+    queue.add(key("late"), delay=20)
+    queue.add(key("early"), delay=5)
+    clock.advance(20)
+    assert drain(queue) == ["early", "late"]
+
+
+def test_per_kind_cap(clock: FakeClock) -> None:
+    queue = make(clock, limits={FOO: 1, BAR: 2})
+    for name in ("f1", "f2"):
+        queue.add(key(name, FOO))
+    for name in ("b1", "b2", "b3"):
+        queue.add(key(name, BAR))
+    assert drain(queue) == ["f1", "b1", "b2"]
+    queue.done(key("f1", FOO))
+    assert drain(queue) == ["f2"]
+    queue.done(key("b1", BAR))
+    assert drain(queue) == ["b3"]
+
+
+def test_unknown_kind_defaults_to_one_at_a_time(clock: FakeClock) -> None:
+    queue = make(clock, limits={})
+    queue.add(key("a"))
+    queue.add(key("b"))
+    assert drain(queue) == ["a"]
+
+
+def test_global_cap(clock: FakeClock) -> None:
+    queue = make(clock, total=2)
+    for name in ("f1", "f2"):
+        queue.add(key(name, FOO))
+    queue.add(key("b1", BAR))
+    assert drain(queue) == ["f1", "f2"]
+    queue.done(key("f2", FOO))
+    assert drain(queue) == ["b1"]
+
+
+def test_changes_go_before_resyncs_that_came_due_earlier(clock: FakeClock) -> None:
+    queue = make(clock)
+    queue.add(key("idle1"), delay=1, priority=PRIORITY_RESYNC)
+    queue.add(key("idle2"), priority=PRIORITY_RESYNC)
+    clock.advance(5)
+    queue.add(key("changed"), priority=PRIORITY_CHANGE)
+    assert drain(queue) == ["changed", "idle2", "idle1"]
+
+
+def test_a_change_raises_a_waiting_resync(clock: FakeClock) -> None:
+    queue = make(clock)
+    queue.add(key("r1"), priority=PRIORITY_RESYNC)
+    queue.add(key("r2"), priority=PRIORITY_RESYNC)
+    queue.add(key("r2"), priority=PRIORITY_CHANGE)
+    queue.add(key("r1"), priority=PRIORITY_RESYNC)  # never lowered
+    assert drain(queue) == ["r2", "r1"]
+
+
+def test_change_while_processing_comes_back_as_a_change(clock: FakeClock) -> None:
+    queue = make(clock)
+    queue.add(key("a"))
+    queue.get(timeout=0)
+    queue.add(key("idle"), priority=PRIORITY_RESYNC)
+    queue.add(key("a"), priority=PRIORITY_CHANGE)
+    queue.done(key("a"))
+    assert drain(queue) == ["a", "idle"]
+
+
+def test_change_while_processing_beats_a_resync_that_came_due_meanwhile(clock: FakeClock) -> None:
+    queue = make(clock, limits={FOO: 1})
+    queue.add(key("a"))
+    queue.get(timeout=0)
+    queue.add(key("a"), delay=1, priority=PRIORITY_RESYNC)  # e.g. requeue_after from an earlier run
+    queue.add(key("idle"), priority=PRIORITY_RESYNC)  # waits: Foo is at its cap
+    clock.advance(1)
+    assert queue.get(timeout=0) is None  # promotes a's resync while a is still running
+    queue.add(key("a"), priority=PRIORITY_CHANGE)  # the watch sees a new generation
+    queue.done(key("a"))
+    assert queue.get(timeout=0) == key("a")
+
+
+def test_delayed_add_while_processing_waits_for_its_time(clock: FakeClock) -> None:
+    queue = make(clock)
+    queue.add(key("a"))
+    queue.get(timeout=0)
+    queue.add(key("a"), delay=10)
+    queue.done(key("a"))
+    assert queue.get(timeout=0) is None
+    clock.advance(10)
+    assert drain(queue) == ["a"]
+
+
+def test_backoff_doubles_and_caps(clock: FakeClock) -> None:
+    queue = make(clock, backoff_base=1.0, backoff_cap=8.0)
+    delays = [queue.add_rate_limited(key("a")) for _ in range(6)]
+    assert delays == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    assert queue.failures(key("a")) == 6
+    assert queue.failures(key("b")) == 0
+
+
+def test_forget_resets_backoff(clock: FakeClock) -> None:
+    queue = make(clock, backoff_base=2.0, backoff_cap=60.0)
+    queue.add_rate_limited(key("a"))
+    queue.add_rate_limited(key("a"))
+    queue.forget(key("a"))
+    assert queue.failures(key("a")) == 0
+    assert queue.add_rate_limited(key("a")) == 2.0
+
+
+def test_rate_limited_key_waits_for_its_delay(clock: FakeClock) -> None:
+    queue = make(clock, backoff_base=4.0)
+    queue.add_rate_limited(key("a"))
+    assert queue.get(timeout=0) is None
+    clock.advance(4)
+    assert queue.get(timeout=0) == key("a")
+
+
+def test_discard_drops_ready_delayed_and_dirty_keys(clock: FakeClock) -> None:
+    queue = make(clock)
+    queue.add(key("ready"))
+    queue.add(key("later"), delay=5)
+    queue.add(key("busy"))
+    assert queue.get(timeout=0) == key("ready")
+    queue.done(key("ready"))
+    queue.add(key("ready"))
+    assert queue.get(timeout=0) == key("busy")
+    queue.add(key("busy"))  # dirty
+    queue.add_rate_limited(key("later"))
+    for name in ("ready", "later", "busy"):
+        queue.discard(key(name))
+    queue.done(key("busy"))
+    clock.advance(60)
+    assert queue.get(timeout=0) is None
+    assert queue.depth() == 0
+    assert queue.failures(key("later")) == 0
+
+
+def test_get_with_a_timeout_returns_none_when_nothing_comes() -> None:
+    queue = WorkQueue(global_limit=1, per_kind_limits={FOO: 1})  # the real clock: the timeout must pass
+    assert queue.get(timeout=0.01) is None
+
+
+def test_shutdown_unblocks_a_waiting_get(clock: FakeClock) -> None:
+    queue = make(clock)
+    got: list[Key | None] = [key("sentinel")]
+    worker = threading.Thread(target=lambda: got.__setitem__(0, queue.get()), daemon=True)
+    worker.start()
+    assert clock.called.wait(10)  # the worker is inside get(), waiting on the queue's lock or condition
+    queue.shutdown()
+    worker.join(10)
+    assert not worker.is_alive()
+    assert got == [None]
+
+
+def test_add_after_shutdown_is_ignored(clock: FakeClock) -> None:
+    queue = make(clock)
+    queue.shutdown()
+    queue.add(key("a"))
+    assert queue.depth() == 0
+    assert queue.get(timeout=0) is None

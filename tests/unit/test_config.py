@@ -1,0 +1,142 @@
+"""Flags and environment into Config: flag parsing, WATCH_NAMESPACE and the per-kind environment overrides."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from hybrid_operator.config import Config, add_run_flags
+from hybrid_operator.errors import ConfigError
+from hybrid_operator.watches import GVK
+
+FOO = GVK("samplecontroller.k8s.io", "v1alpha1", "Foo")
+
+
+@pytest.fixture(autouse=True)
+def _no_flag_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("WATCHES_FILE", "KUBECONFIG", "LOG_FORMAT", "LOG_LEVEL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_run_flags(parser)
+    return parser.parse_args(list(argv))
+
+
+def config(*argv: str, env: dict[str, str] | None = None) -> Config:
+    return Config.from_args(parse(*argv), env=env or {})
+
+
+def test_defaults() -> None:
+    cfg = config()
+    assert cfg.watches_file == Path("watches.yaml")
+    assert cfg.reconcile_period == 36000.0
+    assert cfg.max_concurrent_reconciles >= 1
+    assert cfg.max_concurrent_total == cfg.max_concurrent_reconciles
+    assert cfg.ansible_verbosity == 2
+    assert cfg.run_timeout == 600.0
+    assert cfg.max_artifacts_bytes == 1 << 30
+    assert cfg.inject_owner_ref is True
+    assert cfg.leader_elect is False
+    assert cfg.graceful_shutdown_timeout == 30.0
+    assert cfg.roles_paths == ()
+    assert cfg.namespaces == ()
+
+
+def test_flags_are_parsed() -> None:
+    cfg = config(
+        "--reconcile-period=1m30s",
+        "--max-concurrent-reconciles=3",
+        "--max-concurrent-reconciles-total=8",
+        "--ansible-roles-path=/a/roles:/b/roles",
+        "--ansible-collections-path=/c",
+        "--max-artifacts-size=500Mi",
+        "--inject-owner-ref=false",
+        "--ansible-run-timeout=90s",
+        "--leader-elect",
+    )
+    assert cfg.reconcile_period == 90.0
+    assert cfg.max_concurrent_reconciles == 3
+    assert cfg.max_concurrent_total == 8
+    assert cfg.roles_paths == (Path("/a/roles"), Path("/b/roles"))
+    assert cfg.collections_paths == (Path("/c"),)
+    assert cfg.max_artifacts_bytes == 500 << 20
+    assert cfg.inject_owner_ref is False
+    assert cfg.run_timeout == 90.0
+    assert cfg.leader_elect is True
+
+
+@pytest.mark.parametrize(
+    ("text", "size"), [("1024", 1024), ("2Gi", 2 << 30), ("10K", 10 << 10), ("3MB", 3 << 20)]
+)
+def test_sizes(text: str, size: int) -> None:
+    assert config(f"--max-artifacts-size={text}").max_artifacts_bytes == size
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--reconcile-period=soon"],
+        ["--max-concurrent-reconciles=0"],
+        ["--max-concurrent-reconciles=many"],
+        ["--max-artifacts-size=lots"],
+        ["--inject-owner-ref=maybe"],
+        ["--ansible-log-events=all"],
+    ],
+)
+def test_bad_flags_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse(*argv)
+    assert argv[0].split("=")[0] in capsys.readouterr().err
+
+
+def test_verbosity_out_of_range() -> None:
+    with pytest.raises(ConfigError, match="--ansible-verbosity must be 0-7"):
+        config("--ansible-verbosity=9")
+
+
+def test_watch_namespace_is_a_comma_list() -> None:
+    assert config(env={"WATCH_NAMESPACE": "team-a, team-b,,"}).namespaces == ("team-a", "team-b")
+    assert config(env={"WATCH_NAMESPACE": ""}).namespaces == ()
+
+
+@pytest.mark.parametrize(
+    ("gvk", "name"),
+    [
+        (FOO, "MAX_CONCURRENT_RECONCILES_FOO_SAMPLECONTROLLER_K8S_IO"),
+        (
+            GVK("cache.example.com", "v1alpha1", "Memcached"),
+            "MAX_CONCURRENT_RECONCILES_MEMCACHED_CACHE_EXAMPLE_COM",
+        ),
+        (GVK("my-group.example.com", "v1", "Bar"), "MAX_CONCURRENT_RECONCILES_BAR_MY_GROUP_EXAMPLE_COM"),
+        (GVK("", "v1", "ConfigMap"), "MAX_CONCURRENT_RECONCILES_CONFIGMAP"),
+    ],
+)
+def test_per_kind_env_name(gvk: GVK, name: str) -> None:
+    cfg = config()
+    assert cfg.per_kind("MAX_CONCURRENT_RECONCILES", gvk, 1, env={name: "4"}) == 4
+    assert cfg.per_kind("MAX_CONCURRENT_RECONCILES", gvk, 1, env={}) == 1
+
+
+def test_concurrency_and_verbosity_per_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = config("--max-concurrent-reconciles=2", "--ansible-verbosity=1")
+    monkeypatch.delenv("MAX_CONCURRENT_RECONCILES_FOO_SAMPLECONTROLLER_K8S_IO", raising=False)
+    monkeypatch.delenv("ANSIBLE_VERBOSITY_FOO_SAMPLECONTROLLER_K8S_IO", raising=False)
+    assert cfg.concurrency(FOO) == 2
+    assert cfg.verbosity(FOO) == 1
+    monkeypatch.setenv("MAX_CONCURRENT_RECONCILES_FOO_SAMPLECONTROLLER_K8S_IO", "6")
+    monkeypatch.setenv("ANSIBLE_VERBOSITY_FOO_SAMPLECONTROLLER_K8S_IO", "4")
+    assert cfg.concurrency(FOO) == 6
+    assert cfg.verbosity(FOO) == 4
+    monkeypatch.setenv("MAX_CONCURRENT_RECONCILES_FOO_SAMPLECONTROLLER_K8S_IO", "0")
+    assert cfg.concurrency(FOO) == 1  # never zero workers for a kind
+
+
+@pytest.mark.parametrize(("raw", "problem"), [("lots", "whole number"), ("-1", "negative")])
+def test_per_kind_bad_value_names_the_variable(raw: str, problem: str) -> None:
+    name = "MAX_CONCURRENT_RECONCILES_FOO_SAMPLECONTROLLER_K8S_IO"
+    with pytest.raises(ConfigError, match=f"{name} must .*{problem}"):
+        config().per_kind("MAX_CONCURRENT_RECONCILES", FOO, 1, env={name: raw})

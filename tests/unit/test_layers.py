@@ -1,0 +1,102 @@
+"""Layering, read with ast: who may import the Kubernetes client, ansible_runner, kube/ and ansible/."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "hybrid_operator"
+EXCLUDED = PACKAGE / "collections"  # Ansible plugins: run inside ansible-playbook, not in the operator
+
+
+def modules() -> Iterator[tuple[str, Path]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if EXCLUDED in path.parents:
+            continue
+        yield path.relative_to(PACKAGE.parent).as_posix(), path
+
+
+def imported(path: Path, root: Path = PACKAGE.parent) -> set[str]:
+    """Every module name an import statement anywhere in the file names (relative imports resolved).
+
+    ``from a.b import c`` yields both ``a.b`` and ``a.b.c``: ``c`` may be a module or a name in it.
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = list(path.relative_to(root).parts[:-1])  # the package the file is in
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package[: len(package) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def importers(prefix: str) -> set[str]:
+    """Modules of the package that import ``prefix`` or anything under it."""
+    return {
+        rel
+        for rel, path in modules()
+        if any(name == prefix or name.startswith(prefix + ".") for name in imported(path))
+    }
+
+
+def test_the_scanner_sees_imports() -> None:
+    assert "hybrid_operator/kube/client.py" in importers("kubernetes")
+    assert "hybrid_operator/ansible/running.py" in importers("ansible_runner")
+    assert "hybrid_operator/reactor/reconciling.py" in importers("hybrid_operator.kube")
+    assert "hybrid_operator/reactor/reconciling.py" in importers("hybrid_operator.ansible")
+
+
+def test_relative_imports_are_resolved(tmp_path: Path) -> None:
+    fake = tmp_path / "hybrid_operator" / "kube" / "x.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("from . import client\nfrom ..ansible import running\n", encoding="utf-8")
+    assert {"hybrid_operator.kube.client", "hybrid_operator.ansible.running"} <= imported(fake, tmp_path)
+
+
+def test_only_kube_imports_the_kubernetes_client() -> None:
+    offenders = {m for m in importers("kubernetes") if not m.startswith("hybrid_operator/kube/")}
+    assert offenders == set()
+
+
+def test_only_ansible_imports_ansible_runner() -> None:
+    offenders = {m for m in importers("ansible_runner") if not m.startswith("hybrid_operator/ansible/")}
+    assert offenders == set()
+
+
+def test_only_ansible_imports_ansible_core() -> None:
+    offenders = {m for m in importers("ansible") if not m.startswith("hybrid_operator/ansible/")}
+    assert offenders == set()
+
+
+def test_kube_and_ansible_do_not_import_each_other_or_the_reactor() -> None:
+    kube = {m for m in importers("hybrid_operator.ansible") if m.startswith("hybrid_operator/kube/")}
+    ansible = {m for m in importers("hybrid_operator.kube") if m.startswith("hybrid_operator/ansible/")}
+    reactor = {
+        m
+        for m in importers("hybrid_operator.reactor")
+        if m.startswith(("hybrid_operator/kube/", "hybrid_operator/ansible/"))
+    }
+    assert (kube, ansible, reactor) == (set(), set(), set())
+
+
+def _both() -> set[str]:
+    return importers("hybrid_operator.kube") & importers("hybrid_operator.ansible")
+
+
+def test_only_the_reactor_imports_both_kube_and_ansible() -> None:
+    offenders = {m for m in _both() if not m.startswith("hybrid_operator/reactor/")}
+    assert offenders - {"hybrid_operator/cli.py"} == set()  # cli.py: see the test below
+
+
+def test_cli_leaves_kube_and_ansible_to_the_reactor() -> None:
+    assert "hybrid_operator/cli.py" not in _both()
