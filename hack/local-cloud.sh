@@ -27,6 +27,7 @@
 #   LOCAL_CLOUD_DIR      state directory (default <cache>/clouds/<name>)
 #   LOCAL_CLOUD_PYTHON   python for the virtualenv (default python3; 3.11 is what the pins were made on)
 set -euo pipefail
+export PYTHONWARNINGS=ignore
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 files=$here/local-cloud
@@ -293,6 +294,9 @@ write_openstack_configs() {
 log_file = $state/logs/keystone.log
 [database]
 connection = $(db_url keystone)
+[identity]
+# bcrypt's minimum cost: every password authentication (one per client session) stays cheap
+password_hash_rounds = 4
 [token]
 provider = fernet
 [fernet_tokens]
@@ -446,7 +450,7 @@ spawn() { # name env-assignments... -- command...
   done
   shift
   setsid bash -c 'echo $$ >"$0"; exec "$@"' "$state/run/$name.pid" env "${envs[@]}" "$@" \
-    >"$state/logs/$name.out" 2>&1 </dev/null &
+    >"$state/logs/$name.out" 2>&1 </dev/null 8>&- 9>&- &
   # wait for the pid file, so a `down` right after never misses this process
   local i
   for i in $(seq 50); do
@@ -457,13 +461,11 @@ spawn() { # name env-assignments... -- command...
 }
 
 pid_of() { cat "$state/run/$1.pid" 2>/dev/null || true; }
-alive() {
-  local pid
-  pid=$(pid_of "$1")
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
-}
-# every process of a component: its session (the spawned pid is the session leader)
-session_pids() { ps -o pid= -s "$1" 2>/dev/null | tr -d ' ' || true; }
+# Running, and not a zombie (an exited process nobody reaped yet still answers kill -0).
+pid_alive() { [ -n "$1" ] && ps -o stat= -p "$1" 2>/dev/null | grep -qv '^Z'; }
+alive() { pid_alive "$(pid_of "$1")"; }
+# every live process of a component: its session (the spawned pid is the session leader)
+session_pids() { ps -o pid=,stat= -s "$1" 2>/dev/null | awk '$2 !~ /^Z/ {print $1}' || true; }
 
 uwsgi_app() { # name port module [extra uwsgi args]   (service config dir in the environment)
   local name=$1 port=$2 module=$3 cfg=$4
@@ -472,7 +474,7 @@ uwsgi_app() { # name port module [extra uwsgi args]   (service config dir in the
   spawn "$name" "$cfg" PYTHONWARNINGS=ignore -- "$venv/bin/uwsgi" \
     --http11-socket "127.0.0.1:$port" --http-keepalive --module "$module" --need-app \
     --master --processes 1 --threads 4 --enable-threads --buffer-size 65535 \
-    --die-on-term --lazy-apps --logto "$state/logs/$name-uwsgi.log" "$@"
+    --die-on-term --worker-reload-mercy 5 --lazy-apps --logto "$state/logs/$name-uwsgi.log" "$@"
 }
 
 start_epmd() { spawn epmd -- "$(epmd_bin)" -address 127.0.0.1 -port "$EPMD_PORT"; }
@@ -492,11 +494,13 @@ start_services() {
   uwsgi_app neutron-api "$NEUTRON_PORT" neutron_wsgi:application OS_NEUTRON_CONFIG_DIR="$state/etc/neutron" \
     --pythonpath "$state/etc/neutron"
   uwsgi_app nova-api "$NOVA_PORT" nova.wsgi.osapi_compute:application OS_NOVA_CONFIG_DIR="$state/etc/nova"
-  local svc
-  for svc in nova-conductor nova-scheduler nova-compute; do
-    spawn "$svc" PYTHONWARNINGS=ignore -- "$venv/bin/$svc" --config-file "$state/etc/nova/nova.conf" \
-      --log-file "$state/logs/$svc.log"
-  done
+  nova_service nova-conductor
+  nova_service nova-scheduler
+}
+start_compute() { nova_service nova-compute; }
+nova_service() {
+  spawn "$1" PYTHONWARNINGS=ignore -- "$venv/bin/$1" --config-file "$state/etc/nova/nova.conf" \
+    --log-file "$state/logs/$1.log"
 }
 
 wait_for() { # what seconds command...
@@ -520,7 +524,7 @@ stop_all() {
   local c pid pids=() left i
   for c in "${components[@]}"; do
     pid=$(pid_of "$c")
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && pids+=("$pid") && kill -TERM "$pid" 2>/dev/null
+    pid_alive "$pid" && pids+=("$pid") && kill -TERM "$pid" 2>/dev/null
   done
   [ ${#pids[@]} -eq 0 ] && return 0
   log "stopping ${#pids[@]} processes"
@@ -539,63 +543,112 @@ stop_all() {
 
 # ------------------------------------------------------------------------------------------- commands
 
-init_databases() {
-  run_logged "mariadb-install-db" "$state/logs/mariadb-install.log" \
-    mariadb-install-db --defaults-file="$state/etc/mysql/my.cnf" --auth-root-authentication-method=normal \
-    --skip-test-db
-  start_mariadb
-  wait_for mariadb 30 mariadb_ping
-  local db
-  for db in "${databases[@]}"; do
-    mariadb --defaults-file="$state/etc/mysql/my.cnf" -u root -e "CREATE DATABASE $db"
-  done
-}
-
-init_keystone() {
-  local kc=(--config-file "$state/etc/keystone/keystone.conf") url
-  url="$(keystone_url)/v3/"
-  run_logged "keystone db sync" "$state/logs/dbsync-keystone.log" "$venv/bin/keystone-manage" "${kc[@]}" db_sync
-  "$venv/bin/keystone-manage" "${kc[@]}" fernet_setup --keystone-user "$(id -un)" --keystone-group "$(id -gn)"
-  "$venv/bin/keystone-manage" "${kc[@]}" credential_setup --keystone-user "$(id -un)" --keystone-group "$(id -gn)"
-  # the password comes from the environment, not the command line (visible in ps)
-  OS_BOOTSTRAP_PASSWORD=$LOCAL_CLOUD_ADMIN_PASSWORD run_logged "keystone bootstrap" \
-    "$state/logs/keystone-bootstrap.log" "$venv/bin/keystone-manage" "${kc[@]}" bootstrap \
-    --bootstrap-region-id RegionOne --bootstrap-admin-url "$url" --bootstrap-internal-url "$url" \
-    --bootstrap-public-url "$url"
-}
-
-# The schemas of placement, glance, neutron and nova, in parallel (neutron's and nova's take longest).
-schema_pids=()
+# The schemas of all five services, in parallel (neutron's and nova's take longest).
 sync_schemas() {
-  local nc=(--config-file "$state/etc/nova/nova.conf") m="$venv/bin"
+  local nc=(--config-file "$state/etc/nova/nova.conf") m="$venv/bin" pids=() pid failed=0
+  (
+    "$m/keystone-manage" --config-file "$state/etc/keystone/keystone.conf" db_sync
+  ) >"$state/logs/dbsync-keystone.log" 2>&1 &
+  pids+=($!)
   (
     "$m/placement-manage" --config-file "$state/etc/placement/placement.conf" db sync
   ) >"$state/logs/dbsync-placement.log" 2>&1 &
-  schema_pids+=($!)
+  pids+=($!)
   (
     "$m/glance-manage" --config-file "$state/etc/glance/glance-api.conf" db_sync
   ) >"$state/logs/dbsync-glance.log" 2>&1 &
-  schema_pids+=($!)
+  pids+=($!)
   (
     "$m/neutron-db-manage" --config-file "$state/etc/neutron/neutron.conf" \
       --config-file "$state/etc/neutron/plugins/ml2/ml2_conf.ini" upgrade heads
   ) >"$state/logs/dbsync-neutron.log" 2>&1 &
-  schema_pids+=($!)
+  pids+=($!)
   (
     "$m/nova-manage" "${nc[@]}" api_db sync &&
       "$m/nova-manage" "${nc[@]}" cell_v2 map_cell0 --database_connection "$(db_url nova_cell0)" &&
       "$m/nova-manage" "${nc[@]}" cell_v2 create_cell --name cell1 &&
       "$m/nova-manage" "${nc[@]}" db sync
   ) >"$state/logs/dbsync-nova.log" 2>&1 &
-  schema_pids+=($!)
-}
-
-wait_schemas() {
-  local pid failed=0
-  for pid in "${schema_pids[@]}"; do
+  pids+=($!)
+  for pid in "${pids[@]}"; do
     wait "$pid" || failed=1
   done
   [ "$failed" -eq 0 ] || die "a database sync failed; see $state/logs/dbsync-*.log"
+}
+
+# Creating the schemas (hundreds of migrations) was most of the time a fresh cloud took, so it is done
+# once per virtualenv and MariaDB version, into a template data directory that every `up` copies.
+# Nothing in the schemas depends on this cloud's ports or paths except nova's cell mappings, which
+# restore_databases rewrites.
+dbtemplate_dir() { echo "$cache/openstack-dbtemplate-$({ venv_key; "$(mariadbd_bin)" --version; } | sha256sum | cut -c1-12)"; }
+
+build_dbtemplate() {
+  local tmpl build=$cache/build/openstack-dbtemplate start=$SECONDS
+  tmpl=$(dbtemplate_dir)
+  [ -f "$tmpl/.complete" ] && return 0
+  mkdir -p "$cache/build"
+  exec 8>"$cache/build/openstack-dbtemplate.lock"
+  flock -w 900 8 || die "another local-cloud.sh holds $cache/build/openstack-dbtemplate.lock"
+  [ -f "$tmpl/.complete" ] && return 0
+  log "creating the database schemas (first time only, about 1-2 minutes)"
+  (
+    state=$build
+    rm -rf "$state"
+    mkdir -p "$state/"{etc,logs,run,data}
+    write_cloud_env
+    load_cloud_env
+    write_mariadb_config
+    write_openstack_configs
+    run_logged "mariadb-install-db" "$state/logs/mariadb-install.log" \
+      mariadb-install-db --defaults-file="$state/etc/mysql/my.cnf" --auth-root-authentication-method=normal \
+      --skip-test-db
+    start_mariadb
+    wait_for mariadb 30 mariadb_ping
+    local db
+    for db in "${databases[@]}"; do
+      mariadb --defaults-file="$state/etc/mysql/my.cnf" -u root -e "CREATE DATABASE $db"
+    done
+    run_logged "database schemas of keystone, placement, glance, neutron, nova" "$state/logs/dbsync.log" \
+      sync_schemas
+    stop_all
+  )
+  rm -rf "$tmpl"
+  mkdir -p "$tmpl"
+  mv "$build/data/mysql" "$tmpl/mysql"
+  touch "$tmpl/.complete"
+  rm -rf "$build"
+  exec 8>&-
+  log "  database template $tmpl done in $((SECONDS - start))s"
+}
+
+restore_databases() {
+  cp -a "$(dbtemplate_dir)/mysql/." "$state/data/mysql/"
+  start_mariadb
+  wait_for mariadb 30 mariadb_ping
+  # nova keeps where each cell's database and message queue are in its own API database
+  mariadb --defaults-file="$state/etc/mysql/my.cnf" -u root nova_api -e "
+    UPDATE cell_mappings SET database_connection = '$(db_url nova_cell0)' WHERE name = 'cell0';
+    UPDATE cell_mappings SET database_connection = '$(db_url nova)',
+      transport_url = 'rabbit://guest:guest@127.0.0.1:$AMQP_PORT/' WHERE name = 'cell1';"
+}
+
+fernet_key() { head -c 32 /dev/urandom | base64 | tr '+/' '-_'; }
+
+init_keystone() {
+  local dir key url
+  url="$(keystone_url)/v3/"
+  # what `keystone-manage fernet_setup` and `credential_setup` write, without two interpreter start-ups
+  for dir in fernet-keys fernet-receipts credential-keys; do
+    mkdir -m 700 "$state/etc/keystone/$dir"
+    for key in 0 1; do
+      (umask 077 && fernet_key >"$state/etc/keystone/$dir/$key")
+    done
+  done
+  # the password comes from the environment, not the command line (visible in ps)
+  OS_BOOTSTRAP_PASSWORD=$LOCAL_CLOUD_ADMIN_PASSWORD run_logged "keystone bootstrap" \
+    "$state/logs/keystone-bootstrap.log" "$venv/bin/keystone-manage" \
+    --config-file "$state/etc/keystone/keystone.conf" bootstrap --bootstrap-region-id RegionOne \
+    --bootstrap-admin-url "$url" --bootstrap-internal-url "$url" --bootstrap-public-url "$url"
 }
 
 cmd_up() {
@@ -608,6 +661,7 @@ cmd_up() {
     echo "$state/clouds.yaml"
     return 0
   fi
+  build_dbtemplate
   local start=$SECONDS t0
   t0=$(date +%s.%N)
   [ -d "$state/run" ] && stop_all
@@ -615,7 +669,9 @@ cmd_up() {
   mkdir -p "$state/"{etc,logs,run,data}
   chmod 700 "$state"
   [ ${#state} -le 80 ] || die "state directory path too long for a unix socket; set LOCAL_CLOUD_DIR shorter"
-  log "initialising a fresh cloud in $state"
+  log "starting a fresh cloud in $state"
+  # a failed start leaves nothing running behind
+  trap 'log "start failed; stopping what was started"; stop_all' EXIT
   write_cloud_env
   load_cloud_env
   write_mariadb_config
@@ -625,22 +681,23 @@ cmd_up() {
   export OS_CLIENT_CONFIG_FILE=$state/clouds.yaml
   start_epmd
   start_rabbitmq
-  init_databases
-  log "mariadb ready; database schemas (keystone first)"
-  init_keystone
+  restore_databases
+  # Everything but nova-compute starts while keystone is bootstrapped: the interpreters' start-up is
+  # most of the wait, and these services only need keystone once requests arrive.
   start_keystone
-  sync_schemas
+  start_services
+  init_keystone
   wait_for keystone 120 curl -sf -o /dev/null "$(keystone_url)/v3"
-  log "keystone up; registering services"
+  log "keystone up ($((SECONDS - start))s); registering services and project demo"
   "$venv/bin/python" "$files/bootstrap.py" register >>"$state/logs/bootstrap.log" 2>&1 ||
     die "registering services failed; see $state/logs/bootstrap.log"
-  log "waiting for the database schemas"
-  wait_schemas
+  # nova-compute registers itself in placement at start, with the service user just created
   wait_for rabbitmq 120 rabbit_ready
-  log "schemas and rabbitmq ready ($((SECONDS - start))s); starting placement, glance, neutron, nova"
-  start_services
+  log "starting nova-compute ($((SECONDS - start))s)"
+  start_compute
   run_logged "waiting for nova-compute, seeding flavors, image, network" "$state/logs/bootstrap-ready.log" \
     "$venv/bin/python" "$files/bootstrap.py" ready "$t0" "$state/data/nova/compute_id"
+  trap - EXIT
   log "cloud ready in $((SECONDS - start))s: OS_CLIENT_CONFIG_FILE=$state/clouds.yaml OS_CLOUD=local"
   echo "$state/clouds.yaml"
 }
@@ -662,8 +719,16 @@ cmd_down() {
   mkdir -p "$(dirname "$state")"
   exec 9>"$state.lock"
   flock -w 900 9 || die "another local-cloud.sh holds $state.lock"
-  local start=$SECONDS
+  local start=$SECONDS port left=""
   stop_all
+  if [ -f "$state/cloud.env" ]; then
+    load_cloud_env
+    for port in "${port_names[@]}"; do
+      port=${port}_PORT
+      ss -ltnH "sport = :${!port}" | grep -q . && left+=" ${!port}"
+    done
+    [ -z "$left" ] || log "warning: something still listens on port(s)$left"
+  fi
   # keep the logs for a post-mortem; the next `up` starts from nothing anyway
   find "$state" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf {} +
   log "stopped in $((SECONDS - start))s; logs kept in $state/logs"
@@ -697,7 +762,7 @@ cmd_status() {
     rss=0
     p=0
     state_word=stopped
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    if pid_alive "$pid"; then
       state_word=running
       for p in $(session_pids "$pid"); do
         rss=$((rss + $(ps -o rss= -p "$p" 2>/dev/null || echo 0)))

@@ -19,8 +19,8 @@ from types import FrameType
 from hybrid_operator import health, logs
 from hybrid_operator import metrics as metrics_mod
 from hybrid_operator.config import Config, add_run_flags
-from hybrid_operator.errors import ConfigError, OperatorError
-from hybrid_operator.reactor.orchestration import build_operator
+from hybrid_operator.errors import ConfigError
+from hybrid_operator.reactor.orchestration import run_operator
 from hybrid_operator.watches import load_watches
 
 log = logging.getLogger("hybrid_operator")
@@ -36,7 +36,7 @@ def version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hybrid-operator",
-        description="Run a Kubernetes operator written as Ansible roles (operator-sdk compatible watches.yaml).",
+        description="Run a Kubernetes operator written as Ansible roles (operator-sdk's watches.yaml).",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -83,33 +83,20 @@ def _run(config: Config) -> int:
         health.serve(config.health_address, probes, metrics=False),
         health.serve(config.metrics_address, None, metrics=True),
     ]
-    operator = build_operator(config, watches, probes)
     stopping = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s: finishing running reconciles", signal.Signals(signum).name)
         stopping.set()
-        operator.stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    metrics_mod.IS_LEADER.set(1)
     try:
-        operator.start()
-    except OperatorError as exc:
-        log.error("could not start: %s", exc)
-        return 1
-    log.info("started: %d kinds, up to %d reconciles at once", len(watches), config.max_concurrent_total)
-    while not stopping.wait(1.0):
-        pass
-    finished = operator.shutdown(config.graceful_shutdown_timeout)
-    if not finished:
-        log.warning("graceful shutdown timeout reached; abandoning running reconciles")
-    for server in servers:
-        if server is not None:
-            server.shutdown()
-    log.info("stopped")
-    return 0
+        return run_operator(config, watches, probes, stopping)
+    finally:
+        for server in servers:
+            if server is not None:
+                server.shutdown()
 
 
 def _ansible_version() -> str:

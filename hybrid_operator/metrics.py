@@ -47,9 +47,7 @@ WATCH_RESTARTS = Counter(
     ["GVK", "reason"],
     registry=REGISTRY,
 )
-IS_LEADER = Gauge(
-    "hybrid_operator_leader", "1 when this replica is the leader (or runs alone).", registry=REGISTRY
-)
+IS_LEADER = Gauge("hybrid_operator_leader", "1 when this replica is the leader (or runs alone).", registry=REGISTRY)
 
 
 def set_build_info(version: str, ansible_core: str) -> None:

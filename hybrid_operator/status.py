@@ -64,9 +64,7 @@ def running_status(obj: Mapping[str, Any]) -> dict[str, Any]:
     successful = next((c for c in conditions if c["type"] == SUCCESSFUL), None)
     if successful is not None:
         conditions = set_condition(conditions, {**successful, "status": "False"}, stamp)
-    conditions = set_condition(
-        conditions, _condition(RUNNING, "True", REASON_RUNNING, MSG_RUNNING, generation), stamp
-    )
+    conditions = set_condition(conditions, _condition(RUNNING, "True", REASON_RUNNING, MSG_RUNNING, generation), stamp)
     return {"conditions": conditions}
 
 

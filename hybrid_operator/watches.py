@@ -100,9 +100,7 @@ class Watch:
     blacklist: frozenset[GVK] = frozenset()
 
 
-def load_watches(
-    path: Path, *, roles_paths: Sequence[Path] = (), env: Mapping[str, str] | None = None
-) -> list[Watch]:
+def load_watches(path: Path, *, roles_paths: Sequence[Path] = (), env: Mapping[str, str] | None = None) -> list[Watch]:
     """Parse and validate a watches.yaml file; raise ConfigError naming the entry and field."""
     env = os.environ if env is None else env
     try:
@@ -124,9 +122,9 @@ def load_watches(
     for index, entry in enumerate(entries):
         watch = _parse_entry(path, index, entry, base_dirs, roles_paths)
         if watch.gvk in seen:
-            raise ConfigError(
-                f"{path}: entry {index} ({watch.gvk}): duplicate group/version/kind, already in entry {seen[watch.gvk]}"
-            )
+            gvk = f"{watch.gvk.group}/{watch.gvk.version}/{watch.gvk.kind}"
+            first = seen[watch.gvk]
+            raise ConfigError(f"{path}: entry {index} ({gvk}): duplicate group/version/kind, already in entry {first}")
         seen[watch.gvk] = index
         watches.append(watch)
     if not watches:
@@ -172,18 +170,14 @@ class _Entry:
         return value
 
 
-def _parse_entry(
-    path: Path, index: int, raw: object, base_dirs: Sequence[Path], roles_paths: Sequence[Path]
-) -> Watch:
+def _parse_entry(path: Path, index: int, raw: object, base_dirs: Sequence[Path], roles_paths: Sequence[Path]) -> Watch:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: entry {index}: expected a mapping, got {type(raw).__name__}")
     entry = _Entry(path, index, raw)
     unknown = sorted(str(k) for k in set(raw) - KNOWN_FIELDS)
     if unknown:
         raise entry.fail(unknown[0], f"unknown field (known: {', '.join(sorted(KNOWN_FIELDS))})")
-    gvk = GVK(
-        entry.string("group"), entry.string("version", required=True), entry.string("kind", required=True)
-    )
+    gvk = GVK(entry.string("group"), entry.string("version", required=True), entry.string("kind", required=True))
     target = _parse_target(entry, raw, base_dirs, roles_paths, required=True)
     assert target is not None
     period: float | None = None
@@ -261,9 +255,7 @@ def _resolve_role(
     raise entry.fail(field_name, f"role '{role}' not found (searched {', '.join(searched)})")
 
 
-def _parse_finalizer(
-    entry: _Entry, base_dirs: Sequence[Path], roles_paths: Sequence[Path]
-) -> Finalizer | None:
+def _parse_finalizer(entry: _Entry, base_dirs: Sequence[Path], roles_paths: Sequence[Path]) -> Finalizer | None:
     raw = entry.raw.get("finalizer")
     if raw is None:
         return None
@@ -274,9 +266,7 @@ def _parse_finalizer(
         raise entry.fail(f"finalizer.{unknown[0]}", "unknown field (known: name, role, playbook, vars)")
     name = raw.get("name")
     if not isinstance(name, str) or not _FINALIZER_NAME.match(name):
-        raise entry.fail(
-            "finalizer.name", f"required, a qualified name like example.com/cleanup, got {name!r}"
-        )
+        raise entry.fail("finalizer.name", f"required, a qualified name like example.com/cleanup, got {name!r}")
     target = _parse_target(entry, raw, base_dirs, roles_paths, required=False, prefix="finalizer.")
     fvars = raw.get("vars") or {}
     if not isinstance(fvars, dict):
@@ -303,9 +293,7 @@ def _parse_selector(entry: _Entry) -> str:
     for i, expr in enumerate(expressions):
         where = f"selector.matchExpressions[{i}]"
         if not isinstance(expr, dict) or "key" not in expr or expr.get("operator") not in _SELECTOR_OPERATORS:
-            raise entry.fail(
-                where, f"needs key and operator (one of {', '.join(sorted(_SELECTOR_OPERATORS))})"
-            )
+            raise entry.fail(where, f"needs key and operator (one of {', '.join(sorted(_SELECTOR_OPERATORS))})")
         op, key, values = expr["operator"], expr["key"], expr.get("values") or []
         if op in ("In", "NotIn"):
             if not values:

@@ -21,9 +21,7 @@ def kubeconfig() -> str:
     own = os.environ.get("KUBECONFIG")
     if own and os.environ.get("HYBRID_OPERATOR_TESTBED") != "local":
         return own
-    proc = subprocess.run(
-        [str(ROOT / "hack" / "local-cluster.sh"), "up"], capture_output=True, text=True, check=False
-    )
+    proc = subprocess.run([str(ROOT / "hack" / "local-cluster.sh"), "up"], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         pytest.fail(f"local test bed did not come up:\n{proc.stderr[-4000:]}")
     path = proc.stdout.strip().splitlines()[-1]

@@ -51,7 +51,9 @@ def register() -> None:
         idc.assign_project_role_to_user(service, user, service_role)
     demo = idc.find_project("demo") or idc.create_project(name="demo", domain_id="default")
     user = idc.find_user("demo") or idc.create_user(
-        name="demo", password=os.environ["LOCAL_CLOUD_DEMO_PASSWORD"], domain_id="default",
+        name="demo",
+        password=os.environ["LOCAL_CLOUD_DEMO_PASSWORD"],
+        domain_id="default",
         default_project_id=demo.id,
     )
     idc.assign_project_role_to_user(demo, user, member_role)
@@ -79,15 +81,18 @@ def wait_ready(t0: float, compute_id_file: str, timeout: float = 300) -> None:
         try:
             conn = conn or connect()
             services = [
-                s for s in conn.compute.services()
+                s
+                for s in conn.compute.services()
                 if s.binary == "nova-compute" and s.state == "up" and (s.updated_at or "") >= since
             ]
             hypervisors = [h for h in conn.compute.hypervisors() if h.status == "enabled" and h.state == "up"]
             providers = list(conn.placement.resource_providers())
             if services and hypervisors and providers:
                 break
-            last_error = f"compute services up {len(services)}, hypervisors {len(hypervisors)}, " \
+            last_error = (
+                f"compute services up {len(services)}, hypervisors {len(hypervisors)}, "
                 f"resource providers {len(providers)}"
+            )
         except Exception as exc:  # noqa: BLE001 (services still starting: any error means "not yet")
             last_error = repr(exc)[:300]
         if time.time() - t0 > timeout:
@@ -108,8 +113,12 @@ def seed(conn: openstack.connection.Connection) -> None:
     if not conn.image.find_image(IMAGE):
         # A tiny raw image of zeros: the fake hypervisor never reads it.
         conn.image.create_image(
-            name=IMAGE, disk_format="raw", container_format="bare", visibility="public",
-            data=io.BytesIO(bytes(64 * 1024)), wait=True,
+            name=IMAGE,
+            disk_format="raw",
+            container_format="bare",
+            visibility="public",
+            data=io.BytesIO(bytes(64 * 1024)),
+            wait=True,
         )
     if not conn.network.find_network("private"):
         net = conn.network.create_network(name="private", is_shared=True)
@@ -117,9 +126,12 @@ def seed(conn: openstack.connection.Connection) -> None:
             network_id=net.id, name="private-subnet", ip_version=4, cidr="10.0.0.0/24", is_dhcp_enabled=False
         )
     print(
-        "seeded flavors", [f.name for f in conn.compute.flavors()],
-        "images", [i.name for i in conn.image.images()],
-        "networks", [n.name for n in conn.network.networks()],
+        "seeded flavors",
+        [f.name for f in conn.compute.flavors()],
+        "images",
+        [i.name for i in conn.image.images()],
+        "networks",
+        [n.name for n in conn.network.networks()],
     )
 
 

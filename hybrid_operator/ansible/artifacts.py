@@ -10,10 +10,11 @@ Used by the executors in ``running``; the index of run dirs is in memory, so no 
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import shutil
 import threading
-import itertools
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -23,10 +24,8 @@ def dir_size(path: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):  # a file removed while we walk
                 total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
     return total
 
 

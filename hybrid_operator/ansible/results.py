@@ -80,9 +80,7 @@ class EventCollector:
         data = event.get("event_data") or {}
         if kind == "runner_on_ok":
             self._collect_requests(data.get("res") or {})
-        elif (
-            kind == "runner_on_failed" and not data.get("ignore_errors")
-        ) or kind == "runner_on_unreachable":
+        elif (kind == "runner_on_failed" and not data.get("ignore_errors")) or kind == "runner_on_unreachable":
             self.result.failed_tasks.append(_failed_task(data, event.get("stdout", "")))
         elif kind == "playbook_on_stats":
             self._stats_seen = True
@@ -104,15 +102,13 @@ class EventCollector:
             self.result.status.update(status)
         for condition in request.get("conditions") or []:
             if isinstance(condition, dict) and condition.get("type"):
-                self.result.conditions = [
-                    c for c in self.result.conditions if c.get("type") != condition["type"]
-                ] + [condition]
+                self.result.conditions = [c for c in self.result.conditions if c.get("type") != condition["type"]] + [
+                    condition
+                ]
         event = request.get("event")
         if isinstance(event, dict) and event.get("reason"):
             self.result.events.append(
-                RoleEvent(
-                    str(event.get("type", "Normal")), str(event["reason"]), str(event.get("message", ""))
-                )
+                RoleEvent(str(event.get("type", "Normal")), str(event["reason"]), str(event.get("message", "")))
             )
         after = request.get("requeue_after")
         if isinstance(after, int | float) and after >= 0:
@@ -136,9 +132,7 @@ def _failed_task(data: dict[str, Any], stdout: str) -> FailedTask:
     task = str(data.get("task") or "")
     role = data.get("role")
     name = f"{role} : {task}" if role else task
-    return FailedTask(
-        task=name, message=str(message).strip() or f"task '{name}' failed", output=stdout.strip()
-    )
+    return FailedTask(task=name, message=str(message).strip() or f"task '{name}' failed", output=stdout.strip())
 
 
 def _host_sum(per_host: object) -> int:

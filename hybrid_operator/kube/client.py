@@ -8,6 +8,7 @@ code, so callers can tell NotFound, Conflict and Gone apart without importing th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator, Mapping
@@ -46,10 +47,8 @@ class ApiError(TemporaryError):
         self.reason = reason
         self.body = body
         detail = reason
-        try:
+        with contextlib.suppress(ValueError, AttributeError):  # not a Status object
             detail = json.loads(body).get("message") or reason
-        except (ValueError, AttributeError):
-            pass
         super().__init__(f"API server answered {status}: {detail}")
 
     @property
@@ -122,9 +121,7 @@ class Kube:
             for item in doc.get("resources", []):
                 if "/" in item.get("name", ""):
                     continue  # subresources
-                found = Resource(
-                    GVK(gvk.group, gvk.version, item["kind"]), item["name"], bool(item["namespaced"])
-                )
+                found = Resource(GVK(gvk.group, gvk.version, item["kind"]), item["name"], bool(item["namespaced"]))
                 cached[item["kind"]] = found
             with self._lock:
                 self._discovery[key] = cached
@@ -214,9 +211,7 @@ class Kube:
         )
 
     def json_patch(self, res: Resource, namespace: str | None, name: str, patch: list[Any]) -> KubeObject:
-        return self.request(
-            "PATCH", res.path(namespace, name), body=patch, content_type="application/json-patch+json"
-        )
+        return self.request("PATCH", res.path(namespace, name), body=patch, content_type="application/json-patch+json")
 
     def create(self, res: Resource, namespace: str | None, body: Any) -> KubeObject:
         return self.request("POST", res.path(namespace), body=body)

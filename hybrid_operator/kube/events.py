@@ -32,9 +32,7 @@ class EventRecorder:
     def record(self, obj: KubeObject, event_type: str, reason: str, message: str) -> None:
         meta = obj.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
-        digest = hashlib.sha256(f"{meta.get('uid')}|{event_type}|{reason}|{message}".encode()).hexdigest()[
-            :16
-        ]
+        digest = hashlib.sha256(f"{meta.get('uid')}|{event_type}|{reason}|{message}".encode()).hexdigest()[:16]
         name = f"{meta.get('name')}.{digest}"
         path = f"/api/v1/namespaces/{namespace}/events"
         stamp = _now()

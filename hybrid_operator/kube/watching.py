@@ -139,9 +139,7 @@ class Informer:
                 return
             kind, obj = event.get("type"), event.get("object") or {}
             if kind == "ERROR":
-                raise ApiError(
-                    int(obj.get("code") or 500), str(obj.get("reason") or ""), str(obj.get("message"))
-                )
+                raise ApiError(int(obj.get("code") or 500), str(obj.get("reason") or ""), str(obj.get("message")))
             self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
             if kind == "BOOKMARK":
                 continue

@@ -10,10 +10,13 @@ the global cap) take keys, reconcile, and requeue: periodic, requeue_after, or b
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hybrid_operator import metrics
 from hybrid_operator.ansible.running import Executor, ExecutorSettings, RunnerExecutor
@@ -22,12 +25,16 @@ from hybrid_operator.errors import OperatorError
 from hybrid_operator.health import Probes
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 from hybrid_operator.kube.events import EventRecorder
+from hybrid_operator.kube.leases import LeaderElector
+from hybrid_operator.kube.proxy import ApiProxy
 from hybrid_operator.kube.watching import Informer
+from hybrid_operator.reactor.dependents import DependentWatches
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
 from hybrid_operator.reactor.reconciling import PERIOD_ANNOTATION, KindContext, Reconciler
 from hybrid_operator.watches import Watch
 
 log = logging.getLogger(__name__)
+_SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 @dataclass
@@ -80,7 +87,17 @@ class Operator:
             global_limit=config.max_concurrent_total,
             per_kind_limits={str(w.gvk): config.concurrency(w.gvk) for w in watches},
         )
-        self.reconciler = Reconciler(kube, executor, EventRecorder(kube))
+        self._dependent_informers: list[Informer] = []
+        self.dependents = DependentWatches(
+            kube,
+            self.queue,
+            watches,
+            config.namespaces,
+            self.stop,
+            on_informer=self._dependent_informers.append,
+        )
+        self.proxy = ApiProxy(kube, inject=config.inject_owner_ref, on_child=self.dependents.on_child)
+        self.reconciler = Reconciler(kube, executor, EventRecorder(kube), self.proxy)
         self._workers: list[threading.Thread] = []
         self._informer_threads: list[threading.Thread] = []
         self._busy_since: dict[str, float] = {}  # worker -> when its current reconcile started
@@ -93,6 +110,7 @@ class Operator:
 
     def start(self) -> None:
         """Start workers, then each kind in its own thread: a kind whose CRD is missing waits alone."""
+        self.proxy.start()
         for i in range(self.config.max_concurrent_total):
             thread = threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
             thread.start()
@@ -183,6 +201,7 @@ class Operator:
             thread.join(max(0.0, deadline - time.monotonic()))
         finished = not any(t.is_alive() for t in self._workers)
         self.executor.close()
+        self.proxy.stop()
         return finished
 
     # -- workers ---------------------------------------------------------------------------------------
@@ -261,8 +280,11 @@ class Operator:
         )
 
 
-def build_operator(config: Config, watches: list[Watch], probes: Probes) -> Operator:
-    """The composition root: connect to the API server and pick the executor."""
+def run_operator(config: Config, watches: list[Watch], probes: Probes, stopping: threading.Event) -> int:
+    """The composition root: connect, pick the executor, lead (if asked), run until ``stopping``, drain.
+
+    Returns the exit code: 0 after a clean stop, 1 when the leader Lease was lost or start-up failed.
+    """
     kube = Kube.connect(config.kubeconfig)
     executor = RunnerExecutor(
         ExecutorSettings(
@@ -274,4 +296,48 @@ def build_operator(config: Config, watches: list[Watch], probes: Probes) -> Oper
             collections_paths=config.collections_paths,
         )
     )
-    return Operator(config, watches, kube, executor, probes)
+    operator = Operator(config, watches, kube, executor, probes)
+    threading.Thread(target=_forward_stop, args=(stopping, operator.stop), daemon=True).start()
+    elector = _elector(config, kube) if config.leader_elect else None
+    lost = threading.Event()
+    if elector is not None:
+        metrics.IS_LEADER.set(0)
+        probes.ready["leader"] = elector.can_lead
+        if not elector.acquire(stopping):
+            return 0
+
+        def on_lost() -> None:
+            lost.set()
+            stopping.set()
+
+        threading.Thread(target=elector.keep, args=(stopping, on_lost), name="lease", daemon=True).start()
+    metrics.IS_LEADER.set(1)
+    try:
+        operator.start()
+    except OperatorError as exc:
+        log.error("could not start: %s", exc)
+        return 1
+    log.info("started: %d kinds, up to %d reconciles at once", len(watches), config.max_concurrent_total)
+    stopping.wait()
+    if not operator.shutdown(config.graceful_shutdown_timeout):
+        log.warning("graceful shutdown timeout reached; abandoning running reconciles")
+    if elector is not None and not lost.is_set():
+        elector.release()
+    log.info("stopped")
+    return 1 if lost.is_set() else 0
+
+
+def _forward_stop(source: threading.Event, target: threading.Event) -> None:
+    source.wait()
+    target.set()
+
+
+def _elector(config: Config, kube: Kube) -> LeaderElector:
+    namespace = config.leader_election_namespace
+    if not namespace:
+        try:
+            namespace = Path(_SA_NAMESPACE).read_text().strip()
+        except OSError:
+            namespace = "default"
+    identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    return LeaderElector(kube, namespace, config.leader_election_id, identity)

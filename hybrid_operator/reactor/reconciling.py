@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hybrid_operator import status as status_mod
@@ -29,6 +32,7 @@ from hybrid_operator.errors import TemporaryError
 from hybrid_operator.kube import patching
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 from hybrid_operator.kube.events import EventRecorder
+from hybrid_operator.kube.proxy import ApiProxy, Owner
 from hybrid_operator.reactor.queueing import Key
 from hybrid_operator.watches import Watch
 
@@ -63,10 +67,13 @@ class Outcome:
 
 
 class Reconciler:
-    def __init__(self, kube: Kube, executor: Executor, recorder: EventRecorder) -> None:
+    def __init__(self, kube: Kube, executor: Executor, recorder: EventRecorder, proxy: ApiProxy | None = None) -> None:
         self.kube = kube
         self.executor = executor
         self.recorder = recorder
+        self.proxy = proxy
+        # Per-run kubeconfigs hold the proxy's secret: a private dir, never the artifacts.
+        self._kubeconfigs = Path(tempfile.mkdtemp(prefix="hybrid-operator-runs-"))
 
     def reconcile(self, key: Key, ctx: KindContext) -> Outcome:
         obj = ctx.lookup(key.namespace, key.name)
@@ -93,7 +100,13 @@ class Reconciler:
                 obj = patching.add_finalizer(self.kube, ctx.resource, obj, finalizer.name)
         if watch.manage_status and not deleting and _new_generation(obj):
             obj = self._write_status(ctx, obj, status_mod.running_status) or obj
-        result = self.executor.run(self._request(ctx, obj, deleting))
+        request = self._request(ctx, obj, deleting)
+        kubeconfig = request.env.get("KUBECONFIG") if self.proxy is not None else None
+        try:
+            result = self.executor.run(request)
+        finally:
+            if kubeconfig:
+                Path(kubeconfig).unlink(missing_ok=True)
         _log_run(key, result)
         return self._after_run(key, ctx, obj, result, deleting, period)
 
@@ -105,14 +118,22 @@ class Reconciler:
             target = watch.finalizer.target or target
             finalizer_vars = watch.finalizer.vars
         owner = {
-            "apiVersion": obj.get("apiVersion") or watch.gvk.api_version,
-            "kind": obj.get("kind") or watch.gvk.kind,
-            "name": meta.get("name"),
-            "namespace": meta.get("namespace", ""),
-            "uid": meta.get("uid"),
+            "api_version": str(obj.get("apiVersion") or watch.gvk.api_version),
+            "kind": str(obj.get("kind") or watch.gvk.kind),
+            "name": str(meta.get("name")),
+            "namespace": str(meta.get("namespace") or ""),
+            "uid": str(meta.get("uid")),
         }
+        run_id = secrets.token_hex(6)
+        env = {**ctx.extra_env, OWNER_ENV: json.dumps({**owner, "apiVersion": owner["api_version"]})}
+        if self.proxy is not None:
+            path = self._kubeconfigs / f"{run_id}.kubeconfig"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(self.proxy.kubeconfig_for(Owner(**owner)))
+            env["KUBECONFIG"] = env["K8S_AUTH_KUBECONFIG"] = str(path)
         return RunRequest(
-            run_id=secrets.token_hex(6),
+            run_id=run_id,
             group=watch.gvk.group,
             version=watch.gvk.version,
             kind=watch.gvk.kind,
@@ -125,7 +146,7 @@ class Reconciler:
             mark_unsafe=watch.mark_unsafe,
             max_artifacts=_int_annotation(meta, ARTIFACTS_ANNOTATION, watch.max_runner_artifacts),
             verbosity=_int_annotation(meta, VERBOSITY_ANNOTATION, ctx.verbosity),
-            env={**ctx.extra_env, OWNER_ENV: json.dumps(owner)},
+            env=env,
         )
 
     def _after_run(
@@ -151,9 +172,7 @@ class Reconciler:
             self.recorder.record(fresh, "Warning", reason, result.failure_message)
             return Outcome(succeeded=False, retry=True)
         if status_mod.last_failed(before):
-            self.recorder.record(
-                fresh, "Normal", "Recovered", "Reconciliation succeeded after earlier failures"
-            )
+            self.recorder.record(fresh, "Normal", "Recovered", "Reconciliation succeeded after earlier failures")
         started_deleting = not deleting and bool((fresh.get("metadata") or {}).get("deletionTimestamp"))
         if started_deleting and watch.finalizer is not None:
             return Outcome(succeeded=True, requeue_after=0)  # deleted during the run: run the finalizer now
@@ -212,9 +231,7 @@ def _int_annotation(meta: Mapping[str, Any], name: str, default: int) -> int:
 
 def _new_generation(obj: Mapping[str, Any]) -> bool:
     generation = (obj.get("metadata") or {}).get("generation")
-    observed = (
-        (obj.get("status") or {}).get("observedGeneration") if isinstance(obj.get("status"), dict) else None
-    )
+    observed = (obj.get("status") or {}).get("observedGeneration") if isinstance(obj.get("status"), dict) else None
     return generation is None or generation != observed
 
 

@@ -84,9 +84,7 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval
         except ApiException as exc:
             last_exc = exc
         time.sleep(interval)
-    raise AssertionError(
-        f"timed out after {timeout}s waiting for {what}" + (f" ({last_exc})" if last_exc else "")
-    )
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" ({last_exc})" if last_exc else ""))
 
 
 def free_port() -> int:
@@ -133,14 +131,10 @@ class OperatorProcess:
 
 
 @pytest.fixture
-def operator(
-    kubeconfig: str, crds: None, namespace: str, tmp_path: Path
-) -> Iterator[Callable[..., OperatorProcess]]:
+def operator(kubeconfig: str, crds: None, namespace: str, tmp_path: Path) -> Iterator[Callable[..., OperatorProcess]]:
     started: list[OperatorProcess] = []
 
-    def start(
-        watches: Path, *args: str, env: dict[str, str] | None = None, wait_ready: bool = True
-    ) -> OperatorProcess:
+    def start(watches: Path, *args: str, env: dict[str, str] | None = None, wait_ready: bool = True) -> OperatorProcess:
         index = len(started)
         health, metrics = free_port(), free_port()
         artifacts = tmp_path / f"artifacts-{index}"

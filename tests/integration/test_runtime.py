@@ -75,9 +75,7 @@ def test_failing_role_reports_failure_and_recovers(operator, objects: Objects) -
     objects.patch(G, V, P, "broken", {"spec": {"fail": False}})
     obj = wait_until(lambda: successful(objects, "broken", generation=2), 90, "recovery")
     assert condition(obj, "Failure")["status"] == "False"
-    wait_until(
-        lambda: [e for e in objects.events("broken") if e.reason == "Recovered"], 30, "a Recovered event"
-    )
+    wait_until(lambda: [e for e in objects.events("broken") if e.reason == "Recovered"], 30, "a Recovered event")
 
 
 def test_jinja_in_spec_is_data_not_code(operator, objects: Objects, tmp_path: Path) -> None:
@@ -97,8 +95,12 @@ def test_finalizer_runs_on_delete_and_the_object_goes(operator, objects: Objects
     wait_until(lambda: successful(objects, "doomed"), 60, "Successful=True")
     objects.delete(G, V, P, "doomed")
     wait_until(lambda: objects.get(G, V, P, "doomed") is None, 60, "the Demo to disappear")
-    marker = objects.core.read_namespaced_config_map("doomed-finalized", objects.namespace)
+    marker = objects.core.read_namespaced_config_map(f"{objects.namespace}-doomed-finalized", "default")
     assert marker.data == {"finalized": "true"}
+    # Created in another namespace, so it points back to its owner by annotation, not ownerReference.
+    assert marker.metadata.annotations["operator-sdk/primary-resource"] == f"{objects.namespace}/doomed"
+    assert marker.metadata.annotations["operator-sdk/primary-resource-type"] == "Demo.test.hybrid-operator.dev"
+    objects.core.delete_namespaced_config_map(marker.metadata.name, "default")
 
 
 def test_twenty_at_once_all_converge_without_overlapping_runs(operator, objects: Objects) -> None:
@@ -112,14 +114,13 @@ def test_twenty_at_once_all_converge_without_overlapping_runs(operator, objects:
     for name in names:
         wait_until(lambda n=name: successful(objects, n), 180, f"{name} Successful")
     for name in names[:5]:
-        obj = wait_until(lambda n=name: successful(objects, n, generation=2), 60, f"{name} at generation 2")
+        obj = wait_until(lambda n=name: successful(objects, n, generation=2), 60, f"{name} at gen 2")
         assert obj["status"]["echoed"] == "changed"
     # An overlapping run would have failed on the per-object lock.
     assert "Fail if another run of this object is in progress" not in op.log()
     metrics = op.metrics()
     assert (
-        'ansible_operator_reconcile_result_total{GVK="Demo.v1.test.hybrid-operator.dev",result="failed"}'
-        not in metrics
+        'ansible_operator_reconcile_result_total{GVK="Demo.v1.test.hybrid-operator.dev",result="failed"}' not in metrics
     )
 
 
@@ -135,9 +136,7 @@ def test_sigterm_lets_the_running_reconcile_finish(operator, objects: Objects) -
 def test_bad_watches_file_fails_at_start_naming_entry_and_field(operator, tmp_path: Path) -> None:
     bad = tmp_path / "watches.yaml"
     role = FIXTURES / "projects" / "demo" / "roles" / "demo"
-    bad.write_text(
-        f"- version: v1\n  group: x.example.com\n  kind: X\n  role: {role}\n  reconcilePeriod: soon\n"
-    )
+    bad.write_text(f"- version: v1\n  group: x.example.com\n  kind: X\n  role: {role}\n  reconcilePeriod: soon\n")
     op = operator(bad, wait_ready=False)
     assert op.proc.wait(60) == 2
     assert "entry 0 (x.example.com/v1/X): field 'reconcilePeriod'" in op.log()

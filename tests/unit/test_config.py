@@ -69,9 +69,7 @@ def test_flags_are_parsed() -> None:
     assert cfg.leader_elect is True
 
 
-@pytest.mark.parametrize(
-    ("text", "size"), [("1024", 1024), ("2Gi", 2 << 30), ("10K", 10 << 10), ("3MB", 3 << 20)]
-)
+@pytest.mark.parametrize(("text", "size"), [("1024", 1024), ("2Gi", 2 << 30), ("10K", 10 << 10), ("3MB", 3 << 20)])
 def test_sizes(text: str, size: int) -> None:
     assert config(f"--max-artifacts-size={text}").max_artifacts_bytes == size
 

@@ -6,8 +6,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[2] / "hybrid_operator"
 EXCLUDED = PACKAGE / "collections"  # Ansible plugins: run inside ansible-playbook, not in the operator
 

@@ -73,9 +73,7 @@ def test_success_conditions() -> None:
 
 def test_failure_conditions() -> None:
     obj = cr(
-        conditions=[
-            {"type": "Running", "status": "True", "reason": "Running", "message": "Running reconciliation"}
-        ]
+        conditions=[{"type": "Running", "status": "True", "reason": "Running", "message": "Running reconciliation"}]
     )
     patch = final_status(obj, failure(), manage_status=True)
     conds = by_type(patch)
@@ -226,13 +224,8 @@ def test_error_status() -> None:
 
 def test_failure_reason_defaults_to_failed() -> None:
     assert failure_reason(failure()) == "Failed"
-    assert (
-        failure_reason(failure(conditions=[{"type": "Failure", "status": "False", "reason": "Fine"}]))
-        == "Failed"
-    )
-    assert (
-        failure_reason(failure(conditions=[{"type": "Ready", "status": "True", "reason": "Up"}])) == "Failed"
-    )
+    assert failure_reason(failure(conditions=[{"type": "Failure", "status": "False", "reason": "Fine"}])) == "Failed"
+    assert failure_reason(failure(conditions=[{"type": "Ready", "status": "True", "reason": "Up"}])) == "Failed"
 
 
 @pytest.mark.parametrize(

@@ -107,7 +107,7 @@ INVALID: dict[str, list[str]] = {
     "invalid-role-not-found.yaml": [ENTRY0, "field 'role'", "'no_such_role_anywhere' not found"],
     "invalid-playbook-not-found.yaml": [ENTRY0, "field 'playbook'", "playbooks/no-such-playbook.yml"],
     "invalid-duplicate-gvk.yaml": [
-        "entry 1 (Memcached.v1alpha1.cache.example.com)",
+        "entry 1 (cache.example.com/v1alpha1/Memcached)",
         "duplicate group/version/kind",
         "entry 0",
     ],
@@ -167,10 +167,7 @@ def test_reconcile_period_as_a_bare_number_is_seconds(tmp_path: Path) -> None:
 
 
 def test_finalizer_with_only_vars_runs_the_watch_target(tmp_path: Path) -> None:
-    text = (
-        "- version: v1\n  kind: Foo\n  role: memcached\n"
-        "  finalizer: {name: example.com/x, vars: {gone: true}}\n"
-    )
+    text = "- version: v1\n  kind: Foo\n  role: memcached\n  finalizer: {name: example.com/x, vars: {gone: true}}\n"
     [watch] = load_watches(write(tmp_path, text), roles_paths=[ROLES], env={})
     assert watch.finalizer == Finalizer(name="example.com/x", target=None, vars={"gone": True})
 
@@ -183,8 +180,7 @@ def test_several_unknown_keys_of_mixed_types_are_a_config_error(tmp_path: Path) 
 
 def test_blacklist_entry_with_empty_group_is_the_core_group(tmp_path: Path) -> None:
     text = (
-        "- version: v1\n  kind: Foo\n  role: memcached\n"
-        "  blacklist:\n    - {group: null, version: v1, kind: Secret}\n"
+        "- version: v1\n  kind: Foo\n  role: memcached\n  blacklist:\n    - {group: null, version: v1, kind: Secret}\n"
     )
     [watch] = load_watches(write(tmp_path, text), roles_paths=[ROLES], env={})
     assert watch.blacklist == frozenset({GVK("", "v1", "Secret")})

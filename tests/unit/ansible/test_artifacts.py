@@ -58,8 +58,7 @@ def test_new_run_dir_is_private_and_per_object(tmp_path: Path, clock: _Clock) ->
     store = ArtifactStore(tmp_path / "runner", max_bytes=1 << 20)
     run_dir = store.new_run_dir(("", "v1", "ConfigMap", "", "settings"), "abc123")
     assert (
-        run_dir
-        == tmp_path / "runner" / "_" / "v1" / "ConfigMap" / "_" / "settings" / "20250101T000000-00000000-abc123"
+        run_dir == tmp_path / "runner" / "_" / "v1" / "ConfigMap" / "_" / "settings" / "20250101T000000-00000000-abc123"
     )
     assert run_dir.is_dir()
     assert list(run_dir.iterdir()) == []
@@ -113,9 +112,7 @@ def test_existing_run_dirs_are_indexed_at_start(tmp_path: Path, clock: _Clock) -
 
 
 def test_existing_run_dirs_count_against_keep(tmp_path: Path, clock: _Clock) -> None:
-    leftovers = [
-        _leftover(tmp_path, A, f"19990101T00000{i}-old{i}", 1, mtime=1_000_000 + i) for i in range(3)
-    ]
+    leftovers = [_leftover(tmp_path, A, f"19990101T00000{i}-old{i}", 1, mtime=1_000_000 + i) for i in range(3)]
     store = ArtifactStore(tmp_path, max_bytes=1 << 20)
     new = run(store, A, "new", 1, keep=2)
     assert [p.exists() for p in leftovers] == [False, False, True]

@@ -200,10 +200,7 @@ def test_the_object_read_is_not_modified(unsafe: bool) -> None:
 
 
 def test_inventory_pins_the_operators_python() -> None:
-    assert (
-        inventory_text()
-        == f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
-    )
+    assert inventory_text() == f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
 
 
 def test_role_playbook_runs_the_role_without_facts() -> None:

@@ -147,8 +147,7 @@ def test_failed_then_rescued_clears_failed_tasks() -> None:
 
 def test_no_log_hides_the_message() -> None:
     censored = {
-        "censored": "the output has been hidden due to the fact that 'no_log: true' was specified for this "
-        "result",
+        "censored": "the output has been hidden due to the fact that 'no_log: true' was specified for this result",
         "changed": False,
     }
     result = collect(failed(censored), failed({"msg": "password=hunter2", "_ansible_no_log": True}))

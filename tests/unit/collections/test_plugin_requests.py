@@ -107,9 +107,7 @@ def test_merge_replaces_by_type_and_keeps_the_rest() -> None:
         {"type": "Ready", "status": "True", "lastTransitionTime": OLD},
         {"type": "Degraded", "status": "False", "lastTransitionTime": OLD},
     ]
-    merged = requests.merge_conditions(
-        current, [{"type": "Synced", "status": "True", "lastTransitionTime": OLD}]
-    )
+    merged = requests.merge_conditions(current, [{"type": "Synced", "status": "True", "lastTransitionTime": OLD}])
     assert [c["type"] for c in merged] == ["Ready", "Degraded", "Synced"]
     assert current[0] == {"type": "Ready", "status": "True", "lastTransitionTime": OLD}  # not modified
 
@@ -119,9 +117,7 @@ def test_merge_replaces_by_type_and_keeps_the_rest() -> None:
 
 CURRENT = {
     "phase": "Ready",
-    "conditions": [
-        {"type": "Ready", "status": "True", "reason": "Up", "message": "", "lastTransitionTime": OLD}
-    ],
+    "conditions": [{"type": "Ready", "status": "True", "reason": "Up", "message": "", "lastTransitionTime": OLD}],
 }
 
 
@@ -169,9 +165,7 @@ def test_is_owner_with_an_unusable_env(monkeypatch: pytest.MonkeyPatch, raw: str
         (("cache.example.com/v1alpha1", "Memcached", "web", None), False),
     ],
 )
-def test_is_owner(
-    monkeypatch: pytest.MonkeyPatch, args: tuple[str, str, str, str | None], owned: bool
-) -> None:
+def test_is_owner(monkeypatch: pytest.MonkeyPatch, args: tuple[str, str, str, str | None], owned: bool) -> None:
     monkeypatch.setenv(requests.OWNER_ENV, json.dumps(OWNER))
     assert requests.owner() == OWNER
     assert requests.is_owner(*args) is owned

@@ -81,9 +81,7 @@ def test_annotation_change_only_when_the_watch_asks() -> None:
         ({PERIOD_ANNOTATION: "5m"}, {}),
     ],
 )
-def test_reconcile_period_annotation_change_is_reconciled(
-    before: dict[str, str], after: dict[str, str]
-) -> None:
+def test_reconcile_period_annotation_change_is_reconciled(before: dict[str, str], after: dict[str, str]) -> None:
     old = memcached(annotations=before)
     assert wants_reconcile(PLAIN, "MODIFIED", old, changed(old, annotations=after))
 

@@ -35,9 +35,7 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-def make(
-    clock: FakeClock, *, limits: dict[str, int] | None = None, total: int = 10, **kw: float
-) -> WorkQueue:
+def make(clock: FakeClock, *, limits: dict[str, int] | None = None, total: int = 10, **kw: float) -> WorkQueue:
     return WorkQueue(
         global_limit=total,
         per_kind_limits=limits if limits is not None else {FOO: 10, BAR: 10},

@@ -58,9 +58,7 @@ class ActionModule(ActionBase):
             return {**result, "changed": changed, requests.RESULT_KEY: request, "result": {"status": status}}
         auth = {k: args[k] for k in _AUTH_KEYS if args.get(k) is not None}
         try:
-            changed, obj = requests.direct_status_patch(
-                auth, api_version, kind, name, namespace, status, conditions
-            )
+            changed, obj = requests.direct_status_patch(auth, api_version, kind, name, namespace, status, conditions)
         except Exception as exc:  # surfaced as a failed task with the API's message
             return {**result, "failed": True, "msg": f"could not update the status of {kind} {name}: {exc}"}
         return {**result, "changed": changed, "result": obj}

@@ -16,7 +16,9 @@ options:
   reason: {description: CamelCase reason., type: str, required: true}
   message: {description: A sentence for a person., type: str, default: ""}
   type: {description: Normal or Warning., type: str, default: Normal, choices: [Normal, Warning]}
-  involvedObject: {description: The object the Event is about (apiVersion, kind, name, namespace)., type: dict}
+  involvedObject:
+    description: The object the Event is about (apiVersion, kind, name, namespace).
+    type: dict
 author: hybrid-operator contributors
 """
 

@@ -41,5 +41,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-result: {description: The requested status, or the patched object for direct requests., returned: always, type: dict}
+result:
+  description: The requested status, or the patched object for direct requests.
+  returned: always
+  type: dict
 """

@@ -117,9 +117,7 @@ def api_client(auth: dict[str, Any]) -> Any:
     """A kubernetes ApiClient from the module's auth options, the kubeconfig, or in-cluster config."""
     from kubernetes import client, config  # imported lazily: only direct requests need it
 
-    kubeconfig = (
-        auth.get("kubeconfig") or os.environ.get("K8S_AUTH_KUBECONFIG") or os.environ.get("KUBECONFIG")
-    )
+    kubeconfig = auth.get("kubeconfig") or os.environ.get("K8S_AUTH_KUBECONFIG") or os.environ.get("KUBECONFIG")
     try:
         return config.new_client_from_config(config_file=kubeconfig, context=auth.get("context"))
     except Exception:  # no kubeconfig: in a pod

@@ -1,0 +1,248 @@
+"""The API proxy a run talks to: owner references for what a role creates, and which kinds it touched.
+
+Why a proxy: roles create children with stock modules (``kubernetes.core.k8s``) in separate processes;
+the one place that sees every request, whatever module or language made it, is the wire. Like upstream,
+each run gets a kubeconfig that points at this proxy; unlike upstream, the run's identity is a bearer
+token that also carries a per-process secret, so no other local process can borrow the operator's
+rights through it. For every create (POST) the proxy adds an ownerReference (controller) to the object
+when it lives in the owner's namespace, or operator-sdk's ``primary-resource`` annotations when it is
+cluster-scoped or elsewhere, then reports the child's kind so the reactor can start a dependent watch.
+
+Requests are forwarded with the operator's own credentials through the shared connection pool; watch
+responses are streamed through unbuffered. Started by ``reactor.orchestration``; runs learn its address
+from the kubeconfig ``RunnerExecutor`` writes for them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import urllib3
+
+from hybrid_operator.kube.client import Kube
+
+log = logging.getLogger(__name__)
+
+PRIMARY_RESOURCE = "operator-sdk/primary-resource"
+PRIMARY_RESOURCE_TYPE = "operator-sdk/primary-resource-type"
+_COLLECTION = re.compile(
+    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)/?$"
+)
+_HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authorization",
+}
+
+
+@dataclass(frozen=True)
+class Owner:
+    api_version: str
+    kind: str
+    name: str
+    namespace: str
+    uid: str
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    def reference(self) -> dict[str, Any]:
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+@dataclass(frozen=True)
+class Child:
+    """A kind some run created, with whether it was namespaced and in the owner's namespace."""
+
+    api_version: str
+    kind: str
+    namespaced: bool
+    same_namespace: bool
+    owner: Owner
+
+
+ChildHandler = Callable[[Child], None]
+
+
+def inject_owner(body: dict[str, Any], owner: Owner, namespace: str | None) -> None:
+    """Make the created object point back at its owner (in place; the body is the request's own copy)."""
+    meta = body.setdefault("metadata", {})
+    if namespace and owner.namespace and namespace == owner.namespace:
+        refs = meta.setdefault("ownerReferences", [])
+        if any(r.get("uid") == owner.uid for r in refs):
+            return
+        reference = owner.reference()
+        if any(r.get("controller") for r in refs):
+            reference["controller"] = False  # the role set its own controller: respect it
+        refs.append(reference)
+        return
+    annotations = meta.setdefault("annotations", {})
+    annotations.setdefault(PRIMARY_RESOURCE, f"{owner.namespace}/{owner.name}")
+    annotations.setdefault(PRIMARY_RESOURCE_TYPE, f"{owner.kind}.{owner.group}")
+
+
+class ApiProxy:
+    def __init__(self, kube: Kube, *, inject: bool, on_child: ChildHandler) -> None:
+        self.kube = kube
+        self.inject = inject
+        self.on_child = on_child
+        self._secret = secrets.token_urlsafe(24)
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def address(self) -> str:
+        assert self._server is not None, "proxy not started"
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}"
+
+    def token_for(self, owner: Owner) -> str:
+        raw = json.dumps(owner.__dict__, separators=(",", ":")).encode()
+        return f"{self._secret}.{base64.urlsafe_b64encode(raw).decode()}"
+
+    def kubeconfig_for(self, owner: Owner) -> str:
+        """The kubeconfig text a run uses: this proxy, with the run's owner in its token."""
+        return json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "operator", "cluster": {"server": self.address}}],
+                "users": [{"name": "run", "user": {"token": self.token_for(owner)}}],
+                "contexts": [
+                    {
+                        "name": "run",
+                        "context": {"cluster": "operator", "user": "run", "namespace": owner.namespace},
+                    }
+                ],
+                "current-context": "run",
+            }
+        )
+
+    def _owner(self, authorization: str) -> Owner | None:
+        scheme, _, token = authorization.partition(" ")
+        secret, _, encoded = token.partition(".")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(secret, self._secret):
+            return None
+        try:
+            data = json.loads(base64.urlsafe_b64decode(encoded.encode()))
+            return Owner(**data)
+        except (ValueError, TypeError):
+            return None
+
+    def start(self) -> None:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _handle(self) -> None:
+                owner = proxy._owner(self.headers.get("Authorization", ""))
+                if owner is None:
+                    self.send_error(401, "this proxy serves the operator's own Ansible runs only")
+                    return
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                proxy._forward(self, owner, body)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
+
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="api-proxy", daemon=True).start()
+        log.info("API proxy for runs listening on %s", self.address)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+
+    def _forward(self, handler: BaseHTTPRequestHandler, owner: Owner, body: bytes | None) -> None:
+        path, _, query = handler.path.partition("?")
+        if handler.command == "POST" and body:
+            body = self._on_create(path, owner, body)
+        headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP_BY_HOP | {"authorization", "host"}}
+        url_path = path + (f"?{query}" if query else "")
+        self.kube.requests += 1
+        auth: dict[str, str] = {}
+        self.kube.api.update_params_for_auth(auth, [], ["BearerToken"], path, handler.command, body)
+        headers.update(auth)
+        if body is not None:
+            headers["Content-Length"] = str(len(body))
+        try:
+            upstream = self.kube.api.rest_client.pool_manager.request(
+                handler.command,
+                self.kube.api.configuration.host + url_path,
+                body=body,
+                headers=headers,
+                preload_content=False,
+                timeout=urllib3.Timeout(connect=10, read=None),
+                retries=False,
+                redirect=False,
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            handler.send_error(502, f"cannot reach the API server: {exc}")
+            return
+        try:
+            handler.send_response(upstream.status)
+            for key, value in upstream.headers.items():
+                if key.lower() not in _HOP_BY_HOP | {"content-length"}:
+                    handler.send_header(key, value)
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+            for chunk in upstream.stream(16384, decode_content=False):
+                handler.wfile.write(chunk)
+                handler.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the run hung up (e.g. a watch it no longer needs)
+        finally:
+            upstream.release_conn()
+
+    def _on_create(self, path: str, owner: Owner, body: bytes) -> bytes:
+        match = _COLLECTION.match(path)
+        if not match:
+            return body  # a subresource or something other than a plain create
+        try:
+            obj = json.loads(body)
+        except ValueError:
+            return body
+        if not isinstance(obj, dict) or not obj.get("kind"):
+            return body
+        namespace = match.group("ns") or (obj.get("metadata") or {}).get("namespace")
+        api_version = obj.get("apiVersion") or (
+            match.group("core") or f"{match.group('group')}/{match.group('version')}"
+        )
+        if self.inject:
+            inject_owner(obj, owner, namespace)
+        try:
+            self.on_child(
+                Child(
+                    api_version=str(api_version),
+                    kind=str(obj["kind"]),
+                    namespaced=bool(match.group("ns")),
+                    same_namespace=bool(namespace) and namespace == owner.namespace,
+                    owner=owner,
+                )
+            )
+        except Exception:  # a dependent-watch problem must never fail the role's request
+            log.exception("could not register a dependent watch for %s", obj.get("kind"))
+        return json.dumps(obj).encode()

@@ -1,0 +1,126 @@
+"""Dependent watches: when a child a role created drifts or disappears, reconcile its owner again.
+
+The API proxy reports each kind a run creates (``on_child``); the first time a kind shows up for an owner
+whose watch has ``watchDependentResources`` (and is not blacklisted; cluster-scoped or cross-namespace
+children only with ``watchClusterScopedResources``), an informer starts for it. Its events map back to
+the owner through the controller ownerReference or operator-sdk's ``primary-resource`` annotations.
+
+No reconcile storms (operator-sdk#3950, #4906): creations are ignored (the role just made them), and an
+update counts only when it changes what a person declared: the generation for kinds that have one, else
+the object without its status and bookkeeping metadata. A role that writes a child with the same
+content wakes nobody.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from hybrid_operator.kube.client import ApiError, Kube, KubeObject
+from hybrid_operator.kube.proxy import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Child
+from hybrid_operator.kube.watching import Informer
+from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, Key, WorkQueue
+from hybrid_operator.watches import GVK, Watch
+
+log = logging.getLogger(__name__)
+
+_BOOKKEEPING = ("resourceVersion", "managedFields", "generation", "creationTimestamp", "uid", "selfLink")
+
+
+def declared(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What a person declared: the object without status and server-side bookkeeping."""
+    out = {k: v for k, v in obj.items() if k != "status"}
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _BOOKKEEPING}
+    out["metadata"] = meta
+    return out
+
+
+def significant_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    if new_meta.get("deletionTimestamp") and not old_meta.get("deletionTimestamp"):
+        return True
+    if old_meta.get("generation") is not None and new_meta.get("generation") is not None:
+        return bool(old_meta["generation"] != new_meta["generation"])
+    return declared(old) != declared(new)
+
+
+class DependentWatches:
+    def __init__(
+        self,
+        kube: Kube,
+        queue: WorkQueue,
+        watches: list[Watch],
+        namespaces: tuple[str, ...],
+        stop: threading.Event,
+        on_informer: Callable[[Informer], None] = lambda _i: None,
+    ) -> None:
+        self.kube = kube
+        self.queue = queue
+        self.namespaces = namespaces
+        self.stop = stop
+        self.on_informer = on_informer
+        self._by_owner_kind = {(w.gvk.api_version, w.gvk.kind): w for w in watches}
+        self._by_kind_group = {(w.gvk.kind, w.gvk.group): w for w in watches}
+        self._started: set[GVK] = set()
+        self._lock = threading.Lock()
+
+    def on_child(self, child: Child) -> None:
+        watch = self._by_owner_kind.get((child.owner.api_version, child.owner.kind))
+        if watch is None or not watch.watch_dependent_resources:
+            return
+        group, _, version = child.api_version.rpartition("/")
+        gvk = GVK(group, version, child.kind)
+        if gvk in watch.blacklist:
+            return
+        if not child.same_namespace and not watch.watch_cluster_scoped_resources:
+            return
+        with self._lock:
+            if gvk in self._started:
+                return
+            self._started.add(gvk)
+        threading.Thread(target=self._start, args=(gvk,), name=f"dependent-{gvk.kind}", daemon=True).start()
+
+    def _start(self, gvk: GVK) -> None:
+        try:
+            resource = self.kube.resource(gvk)
+        except ApiError as exc:
+            log.warning("cannot watch dependent %s: %s", gvk, exc)
+            with self._lock:
+                self._started.discard(gvk)
+            return
+        namespaces = self.namespaces if resource.namespaced and self.namespaces else ("",)
+        for namespace in namespaces:
+            informer = Informer(self.kube, resource, self._handle, namespace=namespace)
+            self.on_informer(informer)
+            threading.Thread(
+                target=informer.run,
+                args=(self.stop,),
+                name=f"dependent-{gvk.kind}-{namespace or 'all'}",
+                daemon=True,
+            ).start()
+        log.info("watching dependent %s to keep owners converged", gvk)
+
+    def _handle(self, kind: str, old: KubeObject | None, new: KubeObject) -> None:
+        if kind == "ADDED" or (kind == "MODIFIED" and (old is None or not significant_change(old, new))):
+            return
+        for key in self.owners_of(new):
+            self.queue.add(key, priority=PRIORITY_CHANGE)
+
+    def owners_of(self, obj: KubeObject) -> list[Key]:
+        meta = obj.get("metadata") or {}
+        keys = []
+        for ref in meta.get("ownerReferences") or []:
+            watch = self._by_owner_kind.get((ref.get("apiVersion"), ref.get("kind")))
+            if ref.get("controller") and watch is not None and watch.watch_dependent_resources:
+                keys.append(Key(str(watch.gvk), str(meta.get("namespace") or ""), str(ref.get("name"))))
+        annotations = meta.get("annotations") or {}
+        primary, primary_type = annotations.get(PRIMARY_RESOURCE), annotations.get(PRIMARY_RESOURCE_TYPE)
+        if primary and primary_type:
+            kind, _, group = str(primary_type).partition(".")
+            watch = self._by_kind_group.get((kind, group))
+            namespace, _, name = str(primary).rpartition("/")
+            if watch is not None and watch.watch_dependent_resources and name:
+                keys.append(Key(str(watch.gvk), namespace, name))
+        return keys

@@ -1,0 +1,116 @@
+"""The local test bed is a real Kubernetes: scheduling and fake nodes, schema validation, garbage collection,
+and RBAC that really denies."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from tests.integration.conftest import ROOT, Objects, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def test_deployment_of_two_becomes_available(objects: Objects) -> None:
+    body = {
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+            },
+        },
+    }
+    objects.apps.create_namespaced_deployment(objects.namespace, body)
+
+    def available() -> int:
+        dep = objects.apps.read_namespaced_deployment("web", objects.namespace)
+        return dep.status.available_replicas or 0
+
+    wait_until(lambda: available() == 2, 60, "availableReplicas 2")
+
+
+def test_crd_schema_rejects_an_invalid_object(crds: None, objects: Objects) -> None:
+    with pytest.raises(ApiException) as err:
+        objects.create(
+            "test.hybrid-operator.dev",
+            "v1",
+            "demos",
+            {
+                "apiVersion": "test.hybrid-operator.dev/v1",
+                "kind": "Demo",
+                "metadata": {"name": "bad"},
+                "spec": {"message": 42},
+            },
+        )
+    assert err.value.status == 422
+    assert "spec.message" in err.value.body
+
+
+def test_deleting_an_owner_garbage_collects_its_child(objects: Objects) -> None:
+    owner = objects.core.create_namespaced_config_map(objects.namespace, {"metadata": {"name": "owner"}})
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid}
+    objects.core.create_namespaced_config_map(
+        objects.namespace, {"metadata": {"name": "child", "ownerReferences": [ref]}}
+    )
+    objects.core.delete_namespaced_config_map("owner", objects.namespace)
+
+    def child_gone() -> bool:
+        try:
+            objects.core.read_namespaced_config_map("child", objects.namespace)
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait_until(child_gone, 60, "the child to be garbage-collected")
+
+
+def test_plain_user_has_no_rights(kubeconfig: str) -> None:
+    user = Path(kubeconfig).with_name("user.kubeconfig")
+    if not user.exists():
+        pytest.skip("not the local test bed: no plain-user identity to test")
+    api = config.new_client_from_config(config_file=str(user))
+    with pytest.raises(ApiException) as err:
+        client.CoreV1Api(api).list_namespaced_pod("default")
+    assert err.value.status == 403
+
+
+def test_status_reports_components_and_versions() -> None:
+    out = subprocess.run(
+        [str(ROOT / "hack" / "local-cluster.sh"), "status"], capture_output=True, text=True, check=True
+    ).stdout
+    if "kube-apiserver: running" not in out:
+        pytest.skip("the local test bed is not the cluster in use")
+    assert "kubernetes v1." in out
+    for component in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"):
+        assert f"{component}: running" in out
+
+
+def test_a_second_bed_runs_beside_and_down_leaves_nothing(tmp_path: Path) -> None:
+    """Two beds side by side on free ports; `down` stops every process and frees every port."""
+    import os
+    import socket
+
+    env = {**os.environ, "LOCAL_CLUSTER_NAME": "side-by-side", "LOCAL_CLUSTER_DIR": str(tmp_path / "bed")}
+    script = str(ROOT / "hack" / "local-cluster.sh")
+    up = subprocess.run([script, "up"], capture_output=True, text=True, env=env, check=True, timeout=300)
+    kubeconfig = up.stdout.strip().splitlines()[-1]
+    api = config.new_client_from_config(config_file=kubeconfig)
+    assert [n.metadata.name for n in client.CoreV1Api(api).list_node().items] == ["kwok-node-0"]
+    ports = [int(line.split("=")[1]) for line in (tmp_path / "bed" / "ports").read_text().split()]
+    pids = [int(p.read_text()) for p in (tmp_path / "bed" / "run").glob("*.pid")]
+    assert len(pids) == 5
+
+    subprocess.run([script, "down"], capture_output=True, text=True, env=env, check=True, timeout=120)
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists(), f"pid {pid} survived down"
+    for port in ports:
+        with socket.socket() as sock:
+            assert sock.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still listening"
+    assert not (tmp_path / "bed").exists()
