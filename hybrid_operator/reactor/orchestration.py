@@ -102,6 +102,7 @@ class Operator:
         self._informer_threads: list[threading.Thread] = []
         self._busy_since: dict[str, float] = {}  # worker -> when its current reconcile started
         self._started = False
+        self.standby = False  # waiting for the leader Lease
         probes.ready["watches"] = self._watches_synced
         probes.ready["executor"] = executor.ready
         probes.live["workers"] = self._workers_alive
@@ -251,7 +252,7 @@ class Operator:
 
     def _watches_synced(self) -> tuple[bool, str]:
         if not self._started:
-            return False, "starting"
+            return (True, "standing by: watches start when this replica leads") if self.standby else (False, "starting")
         unresolved = [str(w.gvk) for w in self.watches if str(w.gvk) not in self.kinds]
         if unresolved:
             return False, "kinds not served by the API server yet: " + ", ".join(unresolved)
@@ -303,8 +304,10 @@ def run_operator(config: Config, watches: list[Watch], probes: Probes, stopping:
     if elector is not None:
         metrics.IS_LEADER.set(0)
         probes.ready["leader"] = elector.can_lead
+        operator.standby = True
         if not elector.acquire(stopping):
             return 0
+        operator.standby = False
 
         def on_lost() -> None:
             lost.set()
