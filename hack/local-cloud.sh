@@ -494,10 +494,14 @@ start_services() {
   uwsgi_app neutron-api "$NEUTRON_PORT" neutron_wsgi:application OS_NEUTRON_CONFIG_DIR="$state/etc/neutron" \
     --pythonpath "$state/etc/neutron"
   uwsgi_app nova-api "$NOVA_PORT" nova.wsgi.osapi_compute:application OS_NOVA_CONFIG_DIR="$state/etc/nova"
+}
+# conductor and scheduler create their placement client at start (fatal without the service user),
+# compute registers itself in placement at start: all three after `bootstrap.py register`
+start_nova_services() {
   nova_service nova-conductor
   nova_service nova-scheduler
+  nova_service nova-compute
 }
-start_compute() { nova_service nova-compute; }
 nova_service() {
   spawn "$1" PYTHONWARNINGS=ignore -- "$venv/bin/$1" --config-file "$state/etc/nova/nova.conf" \
     --log-file "$state/logs/$1.log"
@@ -682,8 +686,8 @@ cmd_up() {
   start_epmd
   start_rabbitmq
   restore_databases
-  # Everything but nova-compute starts while keystone is bootstrapped: the interpreters' start-up is
-  # most of the wait, and these services only need keystone once requests arrive.
+  # The API services start while keystone is bootstrapped: the interpreters' start-up is most of the
+  # wait, and they only need keystone once requests arrive.
   start_keystone
   start_services
   init_keystone
@@ -691,10 +695,9 @@ cmd_up() {
   log "keystone up ($((SECONDS - start))s); registering services and project demo"
   "$venv/bin/python" "$files/bootstrap.py" register >>"$state/logs/bootstrap.log" 2>&1 ||
     die "registering services failed; see $state/logs/bootstrap.log"
-  # nova-compute registers itself in placement at start, with the service user just created
   wait_for rabbitmq 120 rabbit_ready
-  log "starting nova-compute ($((SECONDS - start))s)"
-  start_compute
+  log "starting nova conductor, scheduler, compute ($((SECONDS - start))s)"
+  start_nova_services
   run_logged "waiting for nova-compute, seeding flavors, image, network" "$state/logs/bootstrap-ready.log" \
     "$venv/bin/python" "$files/bootstrap.py" ready "$t0" "$state/data/nova/compute_id"
   trap - EXIT
@@ -748,33 +751,34 @@ component_ports() {
   esac
 }
 
+# Resident and proportional (shared pages split between sharers) memory of a process, in KiB.
+memory_of() { awk '/^Rss:/ {r=$2} /^Pss:/ {p=$2} END {print r+0, p+0}' "/proc/$1/smaps_rollup" 2>/dev/null || echo 0 0; }
+
+# Exit status 0 when the cloud runs and answers, 3 when it does not (as LSB init scripts do).
 cmd_status() {
   if [ ! -f "$state/cloud.env" ]; then
     echo "local cloud '$name': not running (no state in $state)"
-    return 0
+    return 3
   fi
   load_cloud_env
-  local c pid rss total=0 nproc=0 p state_word
+  local c pid p n rss pss mem total_rss=0 total_pss=0 total_n=0 word
   echo "local cloud '$name': $state"
-  printf '  %-15s %-8s %-8s %6s %9s  %s\n' COMPONENT PID STATE PROCS RSS_MiB PORTS
+  printf '  %-15s %-8s %-8s %5s %8s %8s  %s\n' COMPONENT PID STATE PROCS RSS_MiB PSS_MiB PORTS
   for c in "${components[@]}"; do
     pid=$(pid_of "$c")
-    rss=0
-    p=0
-    state_word=stopped
+    rss=0 pss=0 n=0 word=stopped
     if pid_alive "$pid"; then
-      state_word=running
+      word=running
       for p in $(session_pids "$pid"); do
-        rss=$((rss + $(ps -o rss= -p "$p" 2>/dev/null || echo 0)))
+        read -r -a mem <<<"$(memory_of "$p")"
+        rss=$((rss + mem[0])) pss=$((pss + mem[1])) n=$((n + 1))
       done
-      p=$(session_pids "$pid" | wc -l)
     fi
-    total=$((total + rss))
-    nproc=$((nproc + p))
-    printf '  %-15s %-8s %-8s %6s %9s  %s\n' "$c" "${pid:--}" "$state_word" "$p" "$((rss / 1024))" \
-      "$(component_ports "$c")"
+    total_rss=$((total_rss + rss)) total_pss=$((total_pss + pss)) total_n=$((total_n + n))
+    printf '  %-15s %-8s %-8s %5s %8s %8s  %s\n' "$c" "${pid:--}" "$word" "$n" "$((rss / 1024))" \
+      "$((pss / 1024))" "$(component_ports "$c")"
   done
-  echo "  total: $nproc processes, $((total / 1024)) MiB RSS"
+  echo "  total: $total_n processes, $((total_rss / 1024)) MiB RSS, $((total_pss / 1024)) MiB PSS"
   echo "  versions: $("$venv/bin/python" -c '
 from importlib.metadata import version
 print(", ".join(f"{p} {version(p)}" for p in
@@ -783,7 +787,12 @@ print(", ".join(f"{p} {version(p)}" for p in
     "rabbitmq $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || echo '?')"
   echo "  virtualenv: $venv"
   echo "  clouds.yaml: $state/clouds.yaml (clouds: local = user demo in project demo, local-admin = admin)"
-  running && echo "  keystone answers: yes" || echo "  keystone answers: no"
+  if running; then
+    echo "  keystone answers: yes"
+  else
+    echo "  keystone answers: no"
+    return 3
+  fi
 }
 
 cmd_env() {

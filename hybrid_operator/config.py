@@ -89,6 +89,18 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         help="how much of each run to log",
     )
     a(
+        "--executor",
+        choices=("runner", "warm"),
+        default=env("HYBRID_OPERATOR_EXECUTOR", "runner"),
+        help="runner: one ansible-runner process per run (operator-sdk's way); warm: forks of a warm Ansible",
+    )
+    a(
+        "--module-server",
+        type=_bool,
+        default=True,
+        help="run Ansible modules in forks of a warm process instead of a new interpreter per task",
+    )
+    a(
         "--ansible-run-timeout",
         type=_duration,
         default=_duration("10m"),
@@ -145,6 +157,8 @@ class Config:
     artifacts_dir: Path
     max_artifacts_bytes: int
     inject_owner_ref: bool
+    executor: str
+    module_server: bool
     leader_elect: bool
     leader_election_id: str
     leader_election_namespace: str
@@ -174,6 +188,8 @@ class Config:
             artifacts_dir=Path(args.runner_artifacts_dir),
             max_artifacts_bytes=args.max_artifacts_size,
             inject_owner_ref=args.inject_owner_ref,
+            executor=args.executor,
+            module_server=args.module_server,
             leader_elect=args.leader_elect,
             leader_election_id=args.leader_election_id,
             leader_election_namespace=args.leader_election_namespace,

@@ -64,6 +64,8 @@ def serve(address: str, probes: Probes | None, metrics: bool) -> ThreadingHTTPSe
             elif probes is not None and path in ("/healthz", "/livez", "/readyz"):
                 checks = probes.ready if path == "/readyz" else probes.live
                 ok, text = Probes.evaluate(checks)
+                if path == "/readyz" and not checks:  # nothing registered yet: still starting
+                    ok, text = False, "starting\n"
                 self._send(200 if ok else 503, text.encode(), "text/plain; charset=utf-8")
             else:
                 self._send(404, b"not found\n", "text/plain")

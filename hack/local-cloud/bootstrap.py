@@ -39,24 +39,27 @@ def register() -> None:
     conn = connect()
     idc = conn.identity
     service_password = os.environ["LOCAL_CLOUD_SERVICE_PASSWORD"]
-    admin_role = idc.find_role("admin")
-    service_role = idc.find_role("service")
-    member_role = idc.find_role("member")
-    service = idc.find_project("service") or idc.create_project(name="service", domain_id="default")
-    for user_name in ("nova", "placement", "glance", "neutron"):
-        user = idc.find_user(user_name) or idc.create_user(
-            name=user_name, password=service_password, domain_id="default"
-        )
-        idc.assign_project_role_to_user(service, user, admin_role)
-        idc.assign_project_role_to_user(service, user, service_role)
-    demo = idc.find_project("demo") or idc.create_project(name="demo", domain_id="default")
-    user = idc.find_user("demo") or idc.create_user(
-        name="demo",
-        password=os.environ["LOCAL_CLOUD_DEMO_PASSWORD"],
-        domain_id="default",
-        default_project_id=demo.id,
-    )
-    idc.assign_project_role_to_user(demo, user, member_role)
+    # one listing per kind instead of a find (two requests) per object: keystone is busy starting up
+    roles = {r.name: r for r in idc.roles()}
+    projects = {p.name: p for p in idc.projects()}
+    users = {u.name: u for u in idc.users()}
+    services = {s.name: s for s in idc.services()}
+    endpoints = {(e.service_id, e.interface) for e in idc.endpoints()}
+
+    def project(name: str) -> openstack.identity.v3.project.Project:
+        return projects.get(name) or idc.create_project(name=name, domain_id="default")
+
+    def user(name: str, password: str, **extra: str) -> openstack.identity.v3.user.User:
+        return users.get(name) or idc.create_user(name=name, password=password, domain_id="default", **extra)
+
+    service = project("service")
+    for name in ("nova", "placement", "glance", "neutron"):
+        service_user = user(name, service_password)
+        idc.assign_project_role_to_user(service, service_user, roles["admin"])
+        idc.assign_project_role_to_user(service, service_user, roles["service"])
+    demo = project("demo")
+    demo_user = user("demo", os.environ["LOCAL_CLOUD_DEMO_PASSWORD"], default_project_id=demo.id)
+    idc.assign_project_role_to_user(demo, demo_user, roles["member"])
     port = os.environ.__getitem__
     catalog = [
         ("placement", "placement", f"http://127.0.0.1:{port('PLACEMENT_PORT')}"),
@@ -65,10 +68,10 @@ def register() -> None:
         ("neutron", "network", f"http://127.0.0.1:{port('NEUTRON_PORT')}"),
     ]
     for name, service_type, url in catalog:
-        svc = idc.find_service(name) or idc.create_service(name=name, type=service_type)
-        existing = {e.interface for e in idc.endpoints(service_id=svc.id)}
-        for interface in ("public", "internal", "admin"):
-            if interface not in existing:
+        svc = services.get(name) or idc.create_service(name=name, type=service_type)
+        # public and internal: the services' own clients look for internal first, then public
+        for interface in ("public", "internal"):
+            if (svc.id, interface) not in endpoints:
                 idc.create_endpoint(service_id=svc.id, interface=interface, url=url, region_id=REGION)
     print("registered service users, catalog and project demo")
 
@@ -93,7 +96,7 @@ def wait_ready(t0: float, compute_id_file: str, timeout: float = 300) -> None:
                 f"compute services up {len(services)}, hypervisors {len(hypervisors)}, "
                 f"resource providers {len(providers)}"
             )
-        except Exception as exc:  # noqa: BLE001 (services still starting: any error means "not yet")
+        except Exception as exc:  # services still starting: any error means "not yet"
             last_error = repr(exc)[:300]
         if time.time() - t0 > timeout:
             sys.exit(f"timeout waiting for nova-compute ({last_error})")

@@ -158,13 +158,13 @@ def role_playbook(role: str) -> str:
     )
 
 
-def write_private_dir(run_dir: Path, extravars: Mapping[str, Any]) -> None:
+def write_private_dir(run_dir: Path, extravars: Mapping[str, Any], python: str = sys.executable) -> None:
     """Create a run's own private data dir: env/extravars and inventory, readable by the operator only."""
     (run_dir / "env").mkdir(parents=True, mode=0o700)
     (run_dir / "inventory").mkdir(mode=0o700)
     (run_dir / "project").mkdir(mode=0o700)
     _write_private(run_dir / "env" / "extravars", json.dumps(extravars, default=str))
-    _write_private(run_dir / "inventory" / "hosts", inventory_text())
+    _write_private(run_dir / "inventory" / "hosts", inventory_text(python))
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ import ansible_runner
 
 from hybrid_operator.ansible import inputdir
 from hybrid_operator.ansible.artifacts import ArtifactStore
+from hybrid_operator.ansible.modserver import ModuleServer
 from hybrid_operator.ansible.results import EventCollector, RunResult
 
 log = logging.getLogger(__name__)
@@ -93,6 +95,7 @@ class ExecutorSettings:
     ansible_args: str = ""
     roles_paths: tuple[Path, ...] = ()
     collections_paths: tuple[Path, ...] = ()
+    module_server: bool = True  # run modules in forks of a warm process (modserver) instead of new interpreters
 
 
 def ansible_environment(settings: ExecutorSettings) -> dict[str, str]:
@@ -132,6 +135,14 @@ class RunnerExecutor:
         self._env = ansible_environment(settings)
         self._wrappers = settings.artifacts_root / ".playbooks"
         self._wrappers.mkdir(parents=True, exist_ok=True)
+        self._python = sys.executable
+        self.modules: ModuleServer | None = None
+        if settings.module_server:
+            # A short private path: Unix socket paths are limited to about 100 bytes.
+            self.modules = ModuleServer(Path(tempfile.mkdtemp(prefix="hyop-")))
+            self.modules.start()
+            self._python = str(self.modules.client)
+            self._env["ANSIBLE_PIPELINING"] = "true"  # the module arrives on stdin: no temp file per task
 
     def ready(self) -> tuple[bool, str]:
         if shutil.which("ansible-playbook", path=self._env["PATH"]) is None:
@@ -139,7 +150,8 @@ class RunnerExecutor:
         return True, "ok"
 
     def close(self) -> None:
-        return None
+        if self.modules is not None:
+            self.modules.stop()
 
     def _playbook_for(self, request: RunRequest) -> Path:
         if request.playbook is not None:
@@ -159,7 +171,7 @@ class RunnerExecutor:
         run_dir = self.store.new_run_dir(object_path, request.run_id)
         collector = EventCollector(request.run_id)
         try:
-            inputdir.write_private_dir(run_dir, request.extravars())
+            inputdir.write_private_dir(run_dir, request.extravars(), self._python)
             runner = ansible_runner.run(
                 private_data_dir=str(run_dir),
                 playbook=str(self._playbook_for(request)),

@@ -287,16 +287,17 @@ def run_operator(config: Config, watches: list[Watch], probes: Probes, stopping:
     Returns the exit code: 0 after a clean stop, 1 when the leader Lease was lost or start-up failed.
     """
     kube = Kube.connect(config.kubeconfig)
-    executor = RunnerExecutor(
-        ExecutorSettings(
-            artifacts_root=config.artifacts_dir,
-            artifacts_max_bytes=config.max_artifacts_bytes,
-            timeout=config.run_timeout,
-            ansible_args=config.ansible_args,
-            roles_paths=config.roles_paths,
-            collections_paths=config.collections_paths,
-        )
+    settings = ExecutorSettings(
+        artifacts_root=config.artifacts_dir,
+        artifacts_max_bytes=config.max_artifacts_bytes,
+        timeout=config.run_timeout,
+        ansible_args=config.ansible_args,
+        # Playbooks name roles by name: find them beside watches.yaml, as operator-sdk's image does.
+        roles_paths=(*config.roles_paths, config.watches_file.resolve().parent / "roles"),
+        collections_paths=config.collections_paths,
+        module_server=config.module_server,
     )
+    executor = _executor(config.executor, settings)
     operator = Operator(config, watches, kube, executor, probes)
     threading.Thread(target=_forward_stop, args=(stopping, operator.stop), daemon=True).start()
     elector = _elector(config, kube) if config.leader_elect else None
@@ -328,6 +329,15 @@ def run_operator(config: Config, watches: list[Watch], probes: Probes, stopping:
         elector.release()
     log.info("stopped")
     return 1 if lost.is_set() else 0
+
+
+def _executor(kind: str, settings: ExecutorSettings) -> Executor:
+    if kind == "warm":
+        from hybrid_operator.ansible.warm import WarmExecutor  # type: ignore[import-not-found,unused-ignore]
+
+        executor: Executor = WarmExecutor(settings)
+        return executor
+    return RunnerExecutor(settings)
 
 
 def _forward_stop(source: threading.Event, target: threading.Event) -> None:
