@@ -151,9 +151,10 @@ def _recv_exact(conn: socket.socket, size: int) -> bytes:
 
 def _run_child(conn: socket.socket, header: dict[str, object], stdin_data: bytes) -> None:
     """In the forked child: become `python ARGV` with the client's env, cwd and stdin; report back."""
-    out = tempfile.TemporaryFile()
-    err = tempfile.TemporaryFile()
-    inp = tempfile.TemporaryFile()
+    # Plain files, not context managers: this process ends in os._exit below, the kernel closes them.
+    out = tempfile.TemporaryFile()  # noqa: SIM115
+    err = tempfile.TemporaryFile()  # noqa: SIM115
+    inp = tempfile.TemporaryFile()  # noqa: SIM115
     inp.write(stdin_data)
     inp.seek(0)
     rc = 0
@@ -171,7 +172,7 @@ def _run_child(conn: socket.socket, header: dict[str, object], stdin_data: bytes
         else:
             sys.argv = [""]
             code = compile(stdin_data, "<stdin>", "exec")
-            exec(code, {"__name__": "__main__", "__builtins__": __builtins__})  # noqa: S102 - this *is* the interpreter
+            exec(code, {"__name__": "__main__", "__builtins__": __builtins__})  # this *is* the interpreter
     except SystemExit as exc:
         if exc.code is None:
             rc = 0

@@ -126,34 +126,38 @@ def ansible_environment(settings: ExecutorSettings) -> dict[str, str]:
     return env
 
 
-class RunnerExecutor:
-    """One ``ansible_runner.run`` per reconcile: the operator-sdk-compatible baseline backend."""
+class RunSetup:
+    """What every run of one executor shares, and how one run's inputs are made.
+
+    Shared by ``RunnerExecutor`` and the warm executor (``warm``), so both run the same command in the
+    same environment: the artifact store, the environment every run gets, the wrapper playbooks that run
+    a role, and the module server the inventory's Python points at.
+    """
 
     def __init__(self, settings: ExecutorSettings) -> None:
         self.settings = settings
         self.store = ArtifactStore(settings.artifacts_root, settings.artifacts_max_bytes)
-        self._env = ansible_environment(settings)
+        self.env = ansible_environment(settings)
         self._wrappers = settings.artifacts_root / ".playbooks"
         self._wrappers.mkdir(parents=True, exist_ok=True)
-        self._python = sys.executable
+        self.python = sys.executable
         self.modules: ModuleServer | None = None
         if settings.module_server:
             # A short private path: Unix socket paths are limited to about 100 bytes.
             self.modules = ModuleServer(Path(tempfile.mkdtemp(prefix="hyop-")))
             self.modules.start()
-            self._python = str(self.modules.client)
-            self._env["ANSIBLE_PIPELINING"] = "true"  # the module arrives on stdin: no temp file per task
-
-    def ready(self) -> tuple[bool, str]:
-        if shutil.which("ansible-playbook", path=self._env["PATH"]) is None:
-            return False, "ansible-playbook not found on PATH"
-        return True, "ok"
+            self.python = str(self.modules.client)
+            self.env["ANSIBLE_PIPELINING"] = "true"  # the module arrives on stdin: no temp file per task
 
     def close(self) -> None:
         if self.modules is not None:
             self.modules.stop()
 
-    def _playbook_for(self, request: RunRequest) -> Path:
+    def new_run_dir(self, request: RunRequest) -> Path:
+        object_path = (request.group, request.version, request.kind, request.namespace, request.name)
+        return self.store.new_run_dir(object_path, request.run_id)
+
+    def playbook_for(self, request: RunRequest) -> Path:
         if request.playbook is not None:
             return request.playbook
         assert request.role is not None
@@ -165,31 +169,53 @@ class RunnerExecutor:
             tmp.replace(path)
         return path
 
+    def runner_options(self, request: RunRequest, run_dir: Path) -> dict[str, Any]:
+        """The ``ansible_runner.run`` keyword arguments of one run (its private data dir already written).
+
+        The warm executor hands the same options to ansible-runner's ``RunnerConfig`` to learn the command,
+        environment and working directory ansible-runner would use, so both executors run the same thing.
+        """
+        return {
+            "private_data_dir": str(run_dir),
+            "playbook": str(self.playbook_for(request)),
+            "ident": request.run_id,
+            "envvars": {**self.env, **request.env},
+            "suppress_env_files": True,
+            "quiet": True,
+            "verbosity": request.verbosity or None,
+            "cmdline": self.settings.ansible_args or None,
+            "timeout": int(self.settings.timeout),
+            "settings": {"suppress_ansible_output": True},
+        }
+
+
+class RunnerExecutor:
+    """One ``ansible_runner.run`` per reconcile: the operator-sdk-compatible baseline backend."""
+
+    def __init__(self, settings: ExecutorSettings) -> None:
+        self.settings = settings
+        self.setup = RunSetup(settings)
+        self.store = self.setup.store
+        self.modules = self.setup.modules
+
+    def ready(self) -> tuple[bool, str]:
+        if shutil.which("ansible-playbook", path=self.setup.env["PATH"]) is None:
+            return False, "ansible-playbook not found on PATH"
+        return True, "ok"
+
+    def close(self) -> None:
+        self.setup.close()
+
     def run(self, request: RunRequest) -> RunResult:
         started = time.monotonic()
-        object_path = (request.group, request.version, request.kind, request.namespace, request.name)
-        run_dir = self.store.new_run_dir(object_path, request.run_id)
+        run_dir = self.setup.new_run_dir(request)
         collector = EventCollector(request.run_id)
         try:
-            inputdir.write_private_dir(run_dir, request.extravars(), self._python)
+            inputdir.write_private_dir(run_dir, request.extravars(), self.setup.python)
             runner = ansible_runner.run(
-                private_data_dir=str(run_dir),
-                playbook=str(self._playbook_for(request)),
-                ident=request.run_id,
-                envvars={**self._env, **request.env},
-                suppress_env_files=True,
-                quiet=True,
-                verbosity=request.verbosity or None,
-                cmdline=self.settings.ansible_args or None,
-                timeout=int(self.settings.timeout),
-                event_handler=_collect_into(collector),
-                settings={"suppress_ansible_output": True},
+                **self.setup.runner_options(request, run_dir), event_handler=_collect_into(collector)
             )
-            result = collector.result
-            result.rc = runner.rc if isinstance(runner.rc, int) else 1
-            result.timed_out = runner.status == "timeout"
-            if runner.status == "failed" and not collector.complete and not result.failed_tasks:
-                result.error = _last_lines(run_dir / "artifacts" / request.run_id / "stdout")
+            result = finished_result(collector, runner.rc, runner.status, run_dir / "artifacts" / request.run_id)
         except Exception as exc:  # an executor bug or a broken install must not kill the worker
             log.exception("ansible-runner failed to run", extra={"run_id": request.run_id})
             result = collector.result
@@ -199,6 +225,16 @@ class RunnerExecutor:
             self.store.finish(run_dir, request.max_artifacts)
         result.duration = time.monotonic() - started
         return result
+
+
+def finished_result(collector: EventCollector, rc: object, status: str, artifact_dir: Path) -> RunResult:
+    """The result of a run that ran to an end: its events, exit code and ansible-runner's status word."""
+    result = collector.result
+    result.rc = rc if isinstance(rc, int) else 1
+    result.timed_out = status == "timeout"
+    if status == "failed" and not collector.complete and not result.failed_tasks:
+        result.error = _last_lines(artifact_dir / "stdout")
+    return result
 
 
 def _collect_into(collector: EventCollector) -> Any:

@@ -45,6 +45,7 @@ def test_create_reconciles_to_successful_with_observed_generation(operator, obje
     status = obj["status"]
     assert status["observedGeneration"] == created["metadata"]["generation"]
     assert status["echoed"] == "hi"
+    assert status["compatible"] is True  # operator_sdk.util.k8s_status works without Galaxy
     assert status["uid"] == created["metadata"]["uid"]
     running = condition(obj, "Running")
     assert running["reason"] == "Successful"
