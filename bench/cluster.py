@@ -1,0 +1,289 @@
+"""The API server side of the benchmarks: CRDs, namespaces, objects, and watching objects converge.
+
+Everything the bench creates lives in namespaces labelled with the run's id (``RUN_LABEL``), so a run
+that was interrupted can be cleaned up later (``--cleanup``); CRDs are installed or updated and kept.
+``Tracker`` follows one kind in one namespace with a watch and notes the moment each object first meets
+a condition (``Successful=True``, replicas available): latencies are measured from the bench's own
+clock, at the moment the API server tells it, never by polling.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+RUN_LABEL = "bench.hybrid-operator.dev/run"
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Kind:
+    group: str
+    version: str
+    plural: str
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+TRIVIAL = Kind("bench.hybrid-operator.dev", "v1alpha1", "trivials", "Trivial")
+FOO = Kind("samplecontroller.k8s.io", "v1alpha1", "foos", "Foo")
+
+
+def condition_true(obj: Obj, ctype: str) -> bool:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == ctype:
+            return cond.get("status") == "True"
+    return False
+
+
+def successful(obj: Obj) -> bool:
+    return condition_true(obj, "Successful")
+
+
+def foo_available(obj: Obj) -> bool:
+    """The Foo reports as many available replicas as it asks for."""
+    want = (obj.get("spec") or {}).get("replicas", 1)
+    have = (obj.get("status") or {}).get("availableReplicas")
+    try:
+        return have is not None and int(have) == int(want)
+    except (TypeError, ValueError):
+        return False
+
+
+class Cluster:
+    """A thin, thread-safe handle on the API server the contenders run against."""
+
+    def __init__(self, kubeconfig: str) -> None:
+        self.kubeconfig = kubeconfig
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
+        cfg.connection_pool_maxsize = 32  # creating thousands of objects from a thread pool
+        # Typed as Any: objects stay plain dicts here, and the client's generated models add nothing.
+        self.api: Any = client.ApiClient(cfg)
+        self.custom: Any = client.CustomObjectsApi(self.api)
+        self.core: Any = client.CoreV1Api(self.api)
+        self.apps: Any = client.AppsV1Api(self.api)
+        self.ext: Any = client.ApiextensionsV1Api(self.api)
+
+    # ------------------------------------------------------------------------------------- cluster
+
+    def server_version(self) -> str:
+        info = client.VersionApi(self.api).get_code()
+        return str(info.git_version)
+
+    def apiserver_metrics(self) -> str:
+        resp = self.api.call_api(
+            "/metrics",
+            "GET",
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+        )
+        return str(resp.data.decode(errors="replace"))
+
+    def ensure_crds(self, paths: Iterable[Path], timeout: float = 60) -> None:
+        """Create or update the CRDs in ``paths`` and wait until the API server serves them."""
+        names = []
+        for path in paths:
+            for doc in yaml.safe_load_all(path.read_text()):
+                if not doc or doc.get("kind") != "CustomResourceDefinition":
+                    continue
+                name = doc["metadata"]["name"]
+                names.append(name)
+                try:
+                    self.ext.create_custom_resource_definition(doc)
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
+                    current = self.ext.read_custom_resource_definition(name)
+                    doc["metadata"]["resourceVersion"] = current.metadata.resource_version
+                    self.ext.replace_custom_resource_definition(name, doc)
+        deadline = time.monotonic() + timeout
+        for name in names:
+            while not self._established(name):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"CRD {name} not established after {timeout}s")
+                time.sleep(0.2)
+
+    def _established(self, name: str) -> bool:
+        crd = self.ext.read_custom_resource_definition(name)
+        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
+
+    # ---------------------------------------------------------------------------------- namespaces
+
+    def create_namespace(self, name: str, run_id: str) -> None:
+        self.core.create_namespace({"metadata": {"name": name, "labels": {RUN_LABEL: run_id}}})
+
+    def bench_namespaces(self) -> list[str]:
+        """Every namespace any bench run created and has not deleted yet."""
+        items = self.core.list_namespace(label_selector=RUN_LABEL).items
+        return [ns.metadata.name for ns in items]
+
+    def delete_namespaces(self, names: Iterable[str], timeout: float) -> list[str]:
+        """Delete and wait until they are gone; returns those still there after ``timeout``."""
+        pending = []
+        for name in names:
+            try:
+                self.core.delete_namespace(name, propagation_policy="Background")
+                pending.append(name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            time.sleep(1)
+            pending = [name for name in pending if self._exists(name)]
+        return pending
+
+    def _exists(self, namespace: str) -> bool:
+        try:
+            self.core.read_namespace(namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    # ------------------------------------------------------------------------------------- objects
+
+    def create(self, kind: Kind, namespace: str, body: Obj) -> Obj:
+        result: Obj = self.custom.create_namespaced_custom_object(
+            kind.group, kind.version, namespace, kind.plural, body
+        )
+        return result
+
+    def create_many(self, kind: Kind, namespace: str, bodies: list[Obj], workers: int = 8) -> None:
+        """Create all of them as fast as the API server takes them (retrying throttling and 5xx)."""
+
+        def one(body: Obj) -> None:
+            for attempt in range(10):
+                try:
+                    self.create(kind, namespace, body)
+                    return
+                except ApiException as exc:
+                    if exc.status == 409:
+                        return
+                    if exc.status not in (429, 500, 503, 504) or attempt == 9:
+                        raise
+                    time.sleep(0.2 * (attempt + 1))
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for _ in pool.map(one, bodies):
+                pass
+
+    def list(self, kind: Kind, namespace: str) -> list[Obj]:
+        listing = self.custom.list_namespaced_custom_object(kind.group, kind.version, namespace, kind.plural)
+        return list(listing.get("items") or [])
+
+    def deployment_replicas(self, namespace: str) -> dict[str, int]:
+        """Name -> spec.replicas of every Deployment in the namespace."""
+        items = self.apps.list_namespaced_deployment(namespace).items
+        return {d.metadata.name: int(d.spec.replicas or 0) for d in items}
+
+
+class Tracker:
+    """Watches one kind in one namespace; notes when each object is first seen meeting ``predicate``.
+
+    Times are ``time.monotonic()`` at the moment the event arrived. A watch that ends is resumed from
+    the last resourceVersion; one that expired (410) starts again from a fresh list.
+    """
+
+    def __init__(self, cluster: Cluster, kind: Kind, namespace: str, predicate: Callable[[Obj], bool]) -> None:
+        self.cluster = cluster
+        self.kind = kind
+        self.namespace = namespace
+        self.predicate = predicate
+        self.first: dict[str, float] = {}
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._synced = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"tracker-{kind.plural}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        if not self._synced.wait(60):
+            raise TimeoutError(f"could not list {self.kind.plural} in {self.namespace}")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(15)
+
+    def count(self) -> int:
+        with self._cond:
+            return len(self.first)
+
+    def wait_for(self, name: str, timeout: float) -> float | None:
+        """When ``name`` first met the predicate, or None after ``timeout``."""
+        with self._cond:
+            self._cond.wait_for(lambda: name in self.first, timeout)
+            return self.first.get(name)
+
+    def wait_count(self, count: int, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: len(self.first) >= count, timeout)
+
+    def _see(self, obj: Obj) -> None:
+        name = str(obj["metadata"]["name"])
+        if name in self.first or not self.predicate(obj):
+            return
+        with self._cond:
+            self.first[name] = time.monotonic()
+            self._cond.notify_all()
+
+    def _loop(self) -> None:
+        version: str | None = None
+        while not self._stop.is_set():
+            try:
+                version = self._watch(version or self._list())
+            except ApiException as exc:
+                if exc.status == 410:
+                    version = None
+                else:
+                    self._stop.wait(0.5)
+            except Exception:  # connection reset, timeout: watch again
+                self._stop.wait(0.5)
+
+    def _list(self) -> str:
+        k = self.kind
+        listing = self.cluster.custom.list_namespaced_custom_object(k.group, k.version, self.namespace, k.plural)
+        for obj in listing.get("items") or []:
+            self._see(obj)
+        self._synced.set()
+        return str(listing["metadata"]["resourceVersion"])
+
+    def _watch(self, version: str) -> str | None:
+        """Follow events from ``version``; returns where to resume, or None to list again."""
+        k = self.kind
+        stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+            self.cluster.custom.list_namespaced_custom_object,
+            k.group,
+            k.version,
+            self.namespace,
+            k.plural,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=5,  # short, so that stop() is noticed soon
+        )
+        for event in stream:
+            obj = event["object"]
+            if event["type"] == "ERROR":
+                return None
+            version = str(obj["metadata"]["resourceVersion"])
+            if event["type"] in ("ADDED", "MODIFIED"):
+                self._see(obj)
+            if self._stop.is_set():
+                break
+        return version

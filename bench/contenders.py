@@ -1,0 +1,230 @@
+"""The contenders, and one of them running as a real process against the cluster.
+
+``runner`` is our operator as operator-sdk runs roles (one ansible-runner process per reconcile, a new
+interpreter per module): the baseline. ``runner+modserver`` adds the warm module server, ``warm`` runs
+whole reconciles in forks of a warm Ansible, and ``peer`` is operator-sdk's Go ``ansible-operator``.
+``Running.start`` launches one of them in a session of its own, scoped to one namespace with
+WATCH_NAMESPACE, waits for /readyz, and samples its process tree; ``stop`` sends SIGTERM, then SIGKILL
+to the session's process group after a grace period.
+
+Both sides get the same environment: the project's virtualenv first on PATH, the admin kubeconfig,
+their defaults for verbosity and concurrency. The peer also gets the collections directory shipped in
+our package (so roles/foo's ``hybrid_operator.util.*`` resolve; without HYBRID_OPERATOR_OWNER those
+plugins patch the API directly), upstream's event plugin on PYTHONPATH (``peer``), and, unless asked
+otherwise, ANSIBLE_GATHERING=explicit: our operator never gathers facts a role did not ask for, and
+this is upstream's switch to do the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import hybrid_operator
+from bench import procs
+from bench.scraping import http_get, metric_sum
+
+ROOT = Path(__file__).resolve().parent.parent
+COLLECTIONS = Path(hybrid_operator.__file__).resolve().parent / "collections"
+
+
+@dataclass(frozen=True)
+class Contender:
+    name: str
+    side: str  # "ours" or "peer"
+    executor: str = ""
+    module_server: bool = False
+
+    @property
+    def slug(self) -> str:
+        return self.name.replace("+", "-")
+
+    def flags(self) -> list[str]:
+        if self.side != "ours":
+            return []
+        return ["--executor", self.executor, "--module-server", "true" if self.module_server else "false"]
+
+
+CONTENDERS: dict[str, Contender] = {
+    "runner": Contender("runner", "ours", "runner", False),
+    "runner+modserver": Contender("runner+modserver", "ours", "runner", True),
+    "warm": Contender("warm", "ours", "warm", True),
+    "peer": Contender("peer", "peer"),
+}
+BASELINE = "runner"
+PEER = "peer"
+
+
+@dataclass(frozen=True)
+class Tools:
+    """Everything needed to start contenders, resolved once per bench run."""
+
+    kubeconfig: str
+    work: Path  # per-run scratch: watches files, logs, our artifacts
+    bin_dir: Path = Path(sys.executable).parent
+    peer_binary: Path | None = None
+    peer_pythonpath: Path | None = None
+    peer_gather_facts: bool = False
+    ours_version: str = "?"
+    peer_version: str = "?"
+
+    @property
+    def ours(self) -> Path:
+        return self.bin_dir / "hybrid-operator"
+
+
+def warm_import_problem(python: str = sys.executable) -> str | None:
+    """Why the warm executor cannot be used, or None. Checked in a fresh interpreter."""
+    proc = subprocess.run(
+        [python, "-c", "from hybrid_operator.ansible.warm import WarmExecutor"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        timeout=120,
+    )
+    if proc.returncode == 0:
+        return None
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else f"import failed (exit {proc.returncode})"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Running:
+    """One contender process, started for one scenario."""
+
+    contender: Contender
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    namespace: str
+    metrics_port: int
+    health_port: int
+    artifacts: Path | None  # ours: the --runner-artifacts-dir given; the peer's are found by watching
+    sampler: procs.Sampler
+    started: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def start(cls, contender: Contender, tools: Tools, watches: Path, namespace: str, label: str) -> Running:
+        metrics_port, health_port = free_port(), free_port()
+        log_path = tools.work / f"{label}.log"
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("HYBRID_OPERATOR_", "WATCHES_FILE"))},
+            "PATH": f"{tools.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "KUBECONFIG": tools.kubeconfig,
+            "WATCH_NAMESPACE": namespace,
+        }
+        listen = ["--metrics-bind-address", f"127.0.0.1:{metrics_port}"]
+        listen += ["--health-probe-bind-address", f"127.0.0.1:{health_port}"]
+        artifacts: Path | None = None
+        if contender.side == "ours":
+            artifacts = tools.work / f"{label}-artifacts"
+            cmd = [str(tools.ours), "run", "--watches-file", str(watches), *contender.flags(), *listen]
+            cmd += ["--runner-artifacts-dir", str(artifacts)]
+        else:
+            if tools.peer_binary is None:
+                raise RuntimeError("no peer binary")
+            cmd = [str(tools.peer_binary), "run", "--watches-file", str(watches), *listen]
+            cmd += ["--proxy-port", str(free_port()), "--ansible-collections-path", str(COLLECTIONS)]
+            env["ANSIBLE_COLLECTIONS_PATH"] = str(COLLECTIONS)
+            env["VIRTUAL_ENV"] = sys.prefix  # the peer points ansible_python_interpreter at $VIRTUAL_ENV
+            if tools.peer_pythonpath is not None:
+                env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tools.peer_pythonpath), env.get("PYTHONPATH")) if p)
+            if not tools.peer_gather_facts:
+                env["ANSIBLE_GATHERING"] = "explicit"
+        with log_path.open("wb") as out:
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tools.work, start_new_session=True
+            )
+        sampler = procs.Sampler(proc.pid)
+        sampler.start()
+        return cls(contender, proc, log_path, namespace, metrics_port, health_port, artifacts, sampler)
+
+    # ----------------------------------------------------------------------------------- state
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.contender.name} exited with {self.proc.returncode}:\n{self.log_tail()}")
+            if http_get(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2)[0] == 200:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"{self.contender.name} not ready after {timeout}s:\n{self.log_tail()}")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def metrics(self) -> str:
+        status, body = http_get(f"http://127.0.0.1:{self.metrics_port}/metrics")
+        return body if status == 200 else ""
+
+    def runs(self) -> float:
+        """Reconciles that ran Ansible so far: the count of the ``ansible_operator_reconciles`` histogram.
+
+        Both sides export it under upstream's name; upstream observes it around each ansible-runner run,
+        we around each whole reconcile.
+        """
+        return metric_sum(self.metrics(), "ansible_operator_reconciles_count")
+
+    def client_requests(self) -> float | None:
+        """The peer's own count of API requests (client-go's ``rest_client_requests_total``); ours has none."""
+        if self.contender.side != "peer":
+            return None
+        return metric_sum(self.metrics(), "rest_client_requests_total")
+
+    def usage(self) -> procs.Usage:
+        return procs.usage(self.proc.pid)
+
+    def pss_bytes(self) -> int:
+        return procs.pss_bytes(self.proc.pid)
+
+    def artifact_dirs(self) -> list[Path]:
+        """Where this process keeps run artifacts for its namespace."""
+        if self.artifacts is not None:
+            return [self.artifacts]
+        # The peer has no flag for it: its input dirs are <fixed root>/<group>/<version>/<kind>/<ns>/<name>,
+        # passed to every ansible-runner it starts ("ansible-runner run <dir> ..."), so read them there.
+        found: set[Path] = set()
+        for argv in list(self.sampler.commands):
+            for i, arg in enumerate(argv[:-2]):
+                if arg.endswith("ansible-runner") and argv[i + 1] == "run":
+                    input_dir = Path(argv[i + 2])
+                    if input_dir.parent.name == self.namespace:
+                        found.add(input_dir.parent)
+        return sorted(found)
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    # ------------------------------------------------------------------------------------ stop
+
+    def stop(self, grace: float = 40) -> int | None:
+        """SIGTERM, up to ``grace`` seconds to drain, then SIGKILL to whatever is left of the session."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(grace)
+        if self.proc.poll() is None or procs.tree(self.proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)  # our own process group (start_new_session)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(10)
+        self.sampler.stop()
+        return self.proc.returncode

@@ -1,0 +1,249 @@
+"""Turning results into what a person reads (a table on stdout) and what a machine keeps (JSON).
+
+Every figure is shown per contender, followed by its ratio to the ``runner`` baseline and to the peer
+(contender / reference): below 1.00x means less time, memory, CPU, requests or disk; for throughput,
+above 1.00x is better. The JSON file holds everything, raw samples included, plus what the numbers
+depend on: the machine, the cluster, the versions of everything measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from bench.contenders import BASELINE, PEER
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+Result = dict[str, Any]
+MiB = 1 << 20
+
+
+# ---------------------------------------------------------------------------------------- machine
+
+
+def _first(path: str, prefix: str) -> str:
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(prefix):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "?"
+
+
+def _dist(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _commit() -> str:
+    try:
+        proc = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+        )
+    except OSError:
+        return "?"
+    return proc.stdout.strip() or "?"
+
+
+def machine(server_version: str) -> Result:
+    return {
+        "cpu_model": _first("/proc/cpuinfo", "model name"),
+        "cores": os.cpu_count(),
+        "memory_bytes": int(_first("/proc/meminfo", "MemTotal").split()[0]) * 1024,
+        "kernel": platform.release(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "ansible_core": _dist("ansible-core"),
+        "ansible_runner": _dist("ansible-runner"),
+        "ansible_collections_package": _dist("ansible"),
+        "kubernetes_server": server_version,
+        "load_average_at_start": list(os.getloadavg()),
+        "hybrid_operator_commit": _commit(),
+    }
+
+
+# ------------------------------------------------------------------------------------------ table
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    get: Callable[[Result], float | None]
+    fmt: Callable[[float], str]
+    ratios: bool = True
+
+
+def _secs(v: float) -> str:
+    return f"{v:.2f} s" if v < 100 else f"{v:.0f} s"
+
+
+def _rate(v: float) -> str:
+    return f"{v:.2f}/s"
+
+
+def _mib(v: float) -> str:
+    return f"{v / MiB:.1f} MiB"
+
+
+def _count(v: float) -> str:
+    return f"{v:,.0f}"
+
+
+def _key(*path: str) -> Callable[[Result], float | None]:
+    def get(result: Result) -> float | None:
+        value: Any = result
+        for part in path:
+            if not isinstance(value, dict):
+                return None
+            value = value.get(part)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    return get
+
+
+def _block(title: str, contenders: list[str], results: dict[str, Result], rows: list[Row]) -> list[str]:
+    width = max(14, *(len(c) + 2 for c in contenders))
+    lines = [title, " " * 26 + "".join(f"{c:>{width}}" for c in contenders)]
+    for row in rows:
+        values = {c: (row.get(results[c]) if c in results else None) for c in contenders}
+        lines.append(
+            f"  {row.label:<24}" + "".join(f"{_cell(values[c], row.fmt, results, c):>{width}}" for c in contenders)
+        )
+        if not row.ratios:
+            continue
+        for ref in (BASELINE, PEER):
+            base = values.get(ref)
+            if ref not in contenders or not base:
+                continue
+            cells = []
+            for c in contenders:
+                v = values[c]
+                cells.append(f"{v / base:.2f}x" if v is not None else "-")
+            lines.append(f"  {'  vs ' + ref:<24}" + "".join(f"{cell:>{width}}" for cell in cells))
+    return lines
+
+
+def _cell(value: float | None, fmt: Callable[[float], str], results: dict[str, Result], contender: str) -> str:
+    if contender not in results:
+        return "-"
+    if "error" in results[contender]:
+        return "error"
+    return "-" if value is None else fmt(value)
+
+
+def table(run: Result) -> str:
+    contenders: list[str] = run["contenders_run"]
+    scen: Result = run["scenarios"]
+    out = [
+        f"hybrid-operator bench {run['id']}  ({run['started']}, {run['machine']['cores']} cores "
+        f"{run['machine']['cpu_model']}, load {run['machine']['load_average_at_start'][0]:.1f} at start, "
+        f"Kubernetes {run['machine']['kubernetes_server']})",
+        "ratios: contender / reference; below 1.00x is less time, memory, CPU, requests or disk "
+        "(throughput: above 1.00x is better)",
+    ]
+    for name, info in run["contenders"].items():
+        out.append(
+            f"  {name:<18} {info.get('version', '')}" + (f"  SKIPPED: {info['skipped']}" if info.get("skipped") else "")
+        )
+    if "p1" in scen:
+        for role, res in scen["p1"].items():
+            n = max((r.get("n", 0) for r in res.values()), default=0)
+            rows = [Row("median", _key("median"), _secs), Row("p90", _key("p90"), _secs)]
+            rows.append(Row("warm-up (first object)", _key("warmup"), _secs, ratios=False))
+            title = f"P1 {role}: create -> Successful=True, one object at a time (n={n} after 1 warm-up)"
+            out += ["", *_block(title, contenders, res, rows)]
+    if "p2" in scen:
+        for count, res in scen["p2"].items():
+            rows = [
+                Row("all converged", _key("seconds"), _secs),
+                Row("throughput", _key("throughput"), _rate),
+                Row("all reconciled once", _key("all_reconciled_seconds"), _secs, ratios=False),
+                Row("converged (count)", _key("converged"), _count, ratios=False),
+                Row("CPU (process tree)", _key("cpu_seconds"), _secs),
+                Row("peak RSS", _key("peak_rss_bytes"), _mib),
+                Row("runs", _key("runs"), _count, ratios=False),
+            ]
+            title = f"P2 {count} Foos at once -> every Foo availableReplicas == spec.replicas (replicas 1-3)"
+            out += ["", *_block(title, contenders, res, rows)]
+    if "p3" in scen:
+        res = scen["p3"]
+        base = run.get("p3_baseline") or {}
+        rows = [
+            Row("RSS (tree, idle)", _key("rss_bytes"), _mib),
+            Row("PSS (tree, idle)", _key("pss_bytes"), _mib),
+            Row("processes", _key("processes"), _count, ratios=False),
+            Row("idle CPU", _key("idle_cpu_seconds"), _secs),
+            Row("API requests (server)", _key("apiserver_requests"), _count),
+            Row("API requests (client)", _key("client_requests"), _count, ratios=False),
+            Row("converge all", _key("converge_seconds"), _secs),
+            Row("converge CPU", _key("converge_cpu_seconds"), _secs),
+        ]
+        objects = next((r.get("objects") for r in res.values() if "objects" in r), "?")
+        idle = next((r.get("idle_seconds") for r in res.values() if "idle_seconds" in r), 0)
+        title = f"P3 {objects} trivial objects, then {idle:.0f} s idle"
+        out += ["", *_block(title, contenders, res, rows)]
+        out.append(
+            "  API requests (server): apiserver_request_total delta over the window minus the same delta with no "
+            f"operator running ({base.get('apiserver_requests', 0):.0f} in {base.get('seconds', 0):.0f} s)"
+        )
+        out.append("  API requests (client): rest_client_requests_total delta on the peer's metrics (ours has none)")
+    if "p4" in scen:
+        res = scen["p4"]
+        rows = [
+            Row("runs done", _key("runs"), _count, ratios=False),
+            Row("artifacts on disk", _key("bytes"), _mib),
+            Row("  allocated", _key("allocated_bytes"), _mib, ratios=False),
+            Row("files", _key("files"), _count),
+            Row("runs/s (1s period)", _key("runs_per_second"), _rate),
+            Row("CPU per run", _key("cpu_per_run"), _secs),
+        ]
+        target = next((r.get("target_runs") for r in res.values() if "target_runs" in r), "?")
+        objects = next((r.get("objects") for r in res.values() if "objects" in r), "?")
+        title = f"P4 artifacts after {target} runs ({objects} objects at reconcile-period 1s)"
+        out += ["", *_block(title, contenders, res, rows)]
+    errors = [
+        f"  {s} {c}: {r['error']}"
+        for s, by in _flat(scen)
+        for c, r in by.items()
+        if isinstance(r, dict) and "error" in r
+    ]
+    if errors:
+        out += ["", "errors:", *errors]
+    out += ["", *(f"note: {n}" for n in run.get("notes", []))]
+    return "\n".join(out)
+
+
+def _flat(scen: Result) -> list[tuple[str, dict[str, Any]]]:
+    flat: list[tuple[str, dict[str, Any]]] = []
+    for name, value in scen.items():
+        if name in ("p1", "p2"):
+            flat += [(f"{name} {sub}", by) for sub, by in value.items()]
+        else:
+            flat.append((name, value))
+    return flat
+
+
+# ------------------------------------------------------------------------------------------- JSON
+
+
+def write_json(run: Result, directory: Path = RESULTS) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = directory / f"{stamp}-{run['id']}.json"
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(json.dumps(run, indent=2, sort_keys=False) + "\n")
+    partial.rename(path)
+    return path

@@ -1,0 +1,137 @@
+"""The Foo operator (roles/foo, watches.yaml) end to end: sample-controller's behaviour on a real cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import ROOT, Objects, condition, wait_until
+
+pytestmark = pytest.mark.integration
+G, V, P = "samplecontroller.k8s.io", "v1alpha1", "foos"
+
+
+@pytest.fixture
+def foo_watches(tmp_path: Path) -> Path:
+    """The shipped watches.yaml, Foo entry only (the VirtualMachine entry needs a cloud)."""
+    path = tmp_path / "watches.yaml"
+    path.write_text(f"- version: {V}\n  group: {G}\n  kind: Foo\n  role: {ROOT / 'roles' / 'foo'}\n")
+    return path
+
+
+def foo(name: str, deployment: str, replicas: int = 1) -> dict[str, object]:
+    return {
+        "apiVersion": f"{G}/{V}",
+        "kind": "Foo",
+        "metadata": {"name": name},
+        "spec": {"deploymentName": deployment, "replicas": replicas},
+    }
+
+
+def available(objects: Objects, name: str, replicas: int) -> dict | None:
+    obj = objects.get(G, V, P, name)
+    status = (obj or {}).get("status") or {}
+    ok = (condition(obj, "Successful") or {}).get("status") == "True"
+    return obj if ok and status.get("availableReplicas") == replicas else None
+
+
+def replicas_of(objects: Objects, deployment: str) -> int:
+    return int(objects.apps.read_namespaced_deployment(deployment, objects.namespace).spec.replicas)
+
+
+def test_foo_creates_an_owned_deployment_and_reports_availability(operator, objects: Objects, foo_watches) -> None:
+    operator(foo_watches)
+    created = objects.create(G, V, P, foo("example-foo", "example-foo"))
+    obj = wait_until(lambda: available(objects, "example-foo", 1), 90, "availableReplicas 1")
+    dep = objects.apps.read_namespaced_deployment("example-foo", objects.namespace)
+    assert dep.spec.replicas == 1
+    assert dep.metadata.labels == {"app": "example-foo", "controller": "example-foo"}
+    refs = dep.metadata.owner_references
+    assert [(r.kind, r.uid, r.controller) for r in refs] == [("Foo", created["metadata"]["uid"], True)]
+    assert obj["status"]["observedGeneration"] == 1
+    wait_until(lambda: [e for e in objects.events("example-foo") if e.reason == "Synced"], 30, "a Synced event")
+
+
+def test_deployment_scaled_by_hand_is_put_back(operator, objects: Objects, foo_watches) -> None:
+    operator(foo_watches)
+    objects.create(G, V, P, foo("steady", "steady-web", replicas=2))
+    wait_until(lambda: available(objects, "steady", 2), 90, "availableReplicas 2")
+    objects.apps.patch_namespaced_deployment_scale("steady-web", objects.namespace, {"spec": {"replicas": 5}})
+    wait_until(lambda: replicas_of(objects, "steady-web") == 2, 60, "the Deployment back at 2 replicas")
+
+
+def test_scaling_the_foo_scales_the_deployment(operator, objects: Objects, foo_watches) -> None:
+    operator(foo_watches)
+    objects.create(G, V, P, foo("grow", "grow-web"))
+    wait_until(lambda: available(objects, "grow", 1), 90, "availableReplicas 1")
+    objects.patch(G, V, P, "grow", {"spec": {"replicas": 3}})
+    wait_until(lambda: replicas_of(objects, "grow-web") == 3, 60, "the Deployment at 3 replicas")
+    wait_until(lambda: available(objects, "grow", 3), 60, "availableReplicas 3")
+
+
+def test_a_deployment_not_owned_is_left_alone(operator, objects: Objects, foo_watches) -> None:
+    body = {
+        "metadata": {"name": "not-owned"},
+        "spec": {
+            "replicas": 4,
+            "selector": {"matchLabels": {"app": "mine"}},
+            "template": {
+                "metadata": {"labels": {"app": "mine"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            },
+        },
+    }
+    before = objects.apps.create_namespaced_deployment(objects.namespace, body)
+    operator(foo_watches)
+    objects.create(G, V, P, foo("intruder", "not-owned"))
+
+    def conflict() -> dict | None:
+        cond = condition(objects.get(G, V, P, "intruder"), "Failure")
+        return cond if cond and cond.get("status") == "True" else None
+
+    cond = wait_until(conflict, 90, "Failure=True")
+    assert cond["reason"] == "ErrResourceExists"
+    message = "Resource not-owned already exists and is not managed by Foo"
+    assert cond["message"] == message
+    warnings = wait_until(
+        lambda: [e for e in objects.events("intruder") if e.type == "Warning" and e.message == message],
+        30,
+        "a Warning event",
+    )
+    assert warnings[0].reason == "ErrResourceExists"
+    after = objects.apps.read_namespaced_deployment("not-owned", objects.namespace)
+    assert after.spec.replicas == 4
+    assert after.metadata.generation == before.metadata.generation  # its spec was never written
+    assert not after.metadata.owner_references
+
+
+def test_new_deployment_name_replaces_the_old_deployment(operator, objects: Objects, foo_watches) -> None:
+    operator(foo_watches)
+    objects.create(G, V, P, foo("mover", "first-web"))
+    wait_until(lambda: available(objects, "mover", 1), 90, "availableReplicas 1")
+    objects.patch(G, V, P, "mover", {"spec": {"deploymentName": "second-web"}})
+    wait_until(lambda: replicas_of(objects, "second-web") == 1, 60, "the new Deployment")
+
+    def old_gone() -> bool:
+        names = [d.metadata.name for d in objects.apps.list_namespaced_deployment(objects.namespace).items]
+        return "first-web" not in names
+
+    wait_until(old_gone, 60, "the old Deployment to go")
+
+
+def test_a_converged_foo_reconciles_with_no_changes(operator, objects: Objects, foo_watches) -> None:
+    operator(foo_watches)
+    objects.create(G, V, P, foo("idem", "idem-web"))
+    wait_until(lambda: available(objects, "idem", 1), 90, "availableReplicas 1")
+    # A new reconcile-period annotation makes the operator run the role again on unchanged state.
+    objects.patch(
+        G, V, P, "idem", {"metadata": {"annotations": {"ansible.sdk.operatorframework.io/reconcile-period": "1h"}}}
+    )
+
+    def rerun() -> dict | None:
+        running = condition(objects.get(G, V, P, "idem"), "Running") or {}
+        result = running.get("ansibleResult") or {}
+        return result if result.get("changed") == 0 else None
+
+    wait_until(rerun, 60, "a run with changed=0")

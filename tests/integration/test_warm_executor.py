@@ -1,0 +1,241 @@
+"""The warm executor against the ansible-runner one, on real Ansible (no cluster needed).
+
+The same requests go through ``RunnerExecutor`` and ``WarmExecutor`` and must give the same
+``RunResult``: counts, failed tasks (message and output), status, conditions, events, requeue. Then what
+only forking can break: one run's extra vars or environment reaching the next, runs at the same time, a
+timeout that must kill the whole run, a zygote that dies, artifacts kept within the same bounds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hybrid_operator.ansible.results import RunResult
+from hybrid_operator.ansible.running import ExecutorSettings, RunnerExecutor, RunRequest
+from hybrid_operator.ansible.warm import WarmExecutor
+
+pytestmark = pytest.mark.integration
+ROLES = Path(__file__).resolve().parents[1] / "fixtures" / "projects" / "warm" / "roles"
+GROUP, VERSION, KIND = "test.hybrid-operator.dev", "v1", "Warm"
+
+
+def request(name: str = "obj", spec: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> RunRequest:
+    meta = {"name": name, "namespace": "ns", "uid": f"uid-{name}"}
+    obj = {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": meta, "spec": spec or {}}
+    owner = {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": name, "namespace": "ns"}
+    return RunRequest(
+        run_id=uuid.uuid4().hex[:12],
+        group=GROUP,
+        version=VERSION,
+        kind=KIND,
+        obj=obj,
+        role="warm",
+        env={"HYBRID_OPERATOR_OWNER": json.dumps(owner), **(env or {})},
+        max_artifacts=3,
+    )
+
+
+def settings(root: Path, timeout: float = 300.0) -> ExecutorSettings:
+    return ExecutorSettings(artifacts_root=root, timeout=timeout, roles_paths=(ROLES,), module_server=False)
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunnerExecutor]:
+    executor = RunnerExecutor(settings(tmp_path_factory.mktemp("runner")))
+    yield executor
+    executor.close()
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WarmExecutor]:
+    executor = WarmExecutor(settings(tmp_path_factory.mktemp("warm")))
+    yield executor
+    executor.close()
+
+
+def outcome(result: RunResult) -> dict[str, Any]:
+    """Everything in a RunResult that does not depend on timing."""
+    return {
+        "counts": (result.ok, result.changed, result.skipped, result.failures, result.unreachable),
+        "rc": result.rc,
+        "timed_out": result.timed_out,
+        "error": result.error,
+        "failed_tasks": [(t.task, t.message, t.output) for t in result.failed_tasks],
+        "status": result.status,
+        "conditions": result.conditions,
+        "events": result.events,
+        "requeue_after": result.requeue_after,
+    }
+
+
+def same_run(runner: RunnerExecutor, warm: WarmExecutor, req: RunRequest) -> tuple[RunResult, RunResult]:
+    cold = runner.run(req)
+    forked = warm.run(req)
+    assert outcome(forked) == outcome(cold)
+    return cold, forked
+
+
+def test_a_successful_run_is_the_same(runner: RunnerExecutor, warm: WarmExecutor) -> None:
+    cold, forked = same_run(runner, warm, request(spec={"x": 1}))
+    assert forked.succeeded and cold.succeeded
+    assert forked.ok > 0 and forked.skipped == 1
+    assert forked.status == {"echoed": "", "x": "1", "mark": ""}
+    assert forked.conditions[0]["reason"] == "Reconciled"
+    assert [e.reason for e in forked.events] == ["Warmed"]
+    assert forked.requeue_after == 45
+
+
+def test_a_failed_run_is_the_same(runner: RunnerExecutor, warm: WarmExecutor) -> None:
+    _cold, forked = same_run(runner, warm, request(name="broken", spec={"mode": "fail"}))
+    assert not forked.succeeded and forked.rc == 2
+    assert [t.message for t in forked.failed_tasks] == ["item 2 failed for broken"]
+    assert "\r\n" in forked.failed_tasks[0].output  # a terminal's line ends, as ansible-runner sees them
+
+
+def test_a_rescued_failure_is_the_same(runner: RunnerExecutor, warm: WarmExecutor) -> None:
+    _cold, forked = same_run(runner, warm, request(spec={"mode": "rescued"}))
+    assert forked.succeeded and forked.failed_tasks == []
+
+
+def test_jinja_in_the_spec_stays_literal(runner: RunnerExecutor, warm: WarmExecutor) -> None:
+    _cold, forked = same_run(runner, warm, request(spec={"message": "{{ 7 * 6 }}"}))
+    assert forked.status["echoed"] == "{{ 7 * 6 }}"
+
+
+def test_extra_vars_of_one_run_do_not_reach_the_next(runner: RunnerExecutor, warm: WarmExecutor) -> None:
+    assert warm.run(request(spec={"x": 1})).status["x"] == "1"
+    assert warm.run(request(spec={"x": 2})).status["x"] == "2"
+    _cold, forked = same_run(runner, warm, request(spec={}))
+    assert forked.status["x"] == "unset"
+
+
+def test_environment_of_one_run_does_not_reach_the_next(runner: RunnerExecutor, warm: WarmExecutor) -> None:
+    assert warm.run(request(env={"WARM_MARK": "first"})).status["mark"] == "first"
+    _cold, forked = same_run(runner, warm, request())
+    assert forked.status["mark"] == ""
+
+
+def test_runs_at_the_same_time_stay_apart(runner: RunnerExecutor, warm: WarmExecutor) -> None:
+    requests = [request(name=f"obj{i}", spec={"x": i}, env={"WARM_MARK": f"m{i}"}) for i in range(4)]
+    results: dict[int, RunResult] = {}
+
+    def run(i: int) -> None:
+        results[i] = warm.run(requests[i])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    baseline = outcome(runner.run(requests[0]))
+    for i, result in results.items():
+        assert result.status == {"echoed": "", "x": str(i), "mark": f"m{i}"}
+        assert outcome(result)["counts"] == baseline["counts"]
+    assert outcome(results[0]) == baseline
+    assert len(results) == 4
+
+
+def _processes_with(args: list[str]) -> list[int]:
+    wanted = "\0".join(args).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().rstrip(b"\0") == wanted:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_a_timeout_kills_the_whole_run(tmp_path: Path, runner: RunnerExecutor) -> None:
+    seconds = "47.31"  # an argument no other process has: how we find the module's `sleep`
+    warm = WarmExecutor(settings(tmp_path / "warm", timeout=3))
+    short_runner = RunnerExecutor(settings(tmp_path / "runner", timeout=3))
+    try:
+        forked = warm.run(request(spec={"mode": "sleep", "sleepSeconds": seconds}))
+        cold = short_runner.run(request(spec={"mode": "sleep", "sleepSeconds": seconds}))
+        assert forked.timed_out and forked.rc == 254 and not forked.succeeded
+        assert forked.duration < 30
+        assert (cold.timed_out, cold.rc) == (forked.timed_out, forked.rc)
+        time.sleep(0.5)
+        assert _processes_with(["sleep", seconds]) == []
+        assert warm.run(request(spec={"x": 3})).status["x"] == "3"  # and the executor carries on
+    finally:
+        warm.close()
+        short_runner.close()
+
+
+def test_a_dead_zygote_is_reported_and_replaced(tmp_path: Path) -> None:
+    warm = WarmExecutor(settings(tmp_path))
+    try:
+        assert warm.run(request(spec={"x": 1})).succeeded
+        assert warm.ready() == (True, "ok")
+        pid = warm.zygote_pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while warm.ready()[0] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ready, why = warm.ready()
+        assert not ready and "died" in why
+        result = warm.run(request(spec={"x": 2}))
+        assert result.succeeded and result.status["x"] == "2"
+        assert warm.ready() == (True, "ok") and warm.zygote_pid != pid
+    finally:
+        warm.close()
+
+
+def test_ansible_settings_in_a_runs_environment_are_honoured(runner: RunnerExecutor, warm: WarmExecutor) -> None:
+    """Ansible reads ANSIBLE_* once per process: such a run is exec'ed fresh, with the same result."""
+    quiet = {"ANSIBLE_DISPLAY_SKIPPED_HOSTS": "false", "ANSIBLE_DISPLAY_OK_HOSTS": "false"}
+    cold, forked = same_run(runner, warm, request(name="quiet", spec={"mode": "fail"}, env=quiet))
+    assert "ok: [localhost]" not in _stdout(warm, forked) and "ok: [localhost]" not in _stdout(runner, cold)
+    loud = warm.run(request(name="loud"))
+    assert "ok: [localhost]" in _stdout(warm, loud)
+
+
+def _run_dirs(executor: RunnerExecutor | WarmExecutor, name: str) -> list[Path]:
+    parent = executor.store.root / GROUP / VERSION / KIND / "ns" / name
+    return sorted(p for p in parent.iterdir() if p.is_dir())
+
+
+def _stdout(executor: RunnerExecutor | WarmExecutor, result: RunResult) -> str:
+    for run_dir in executor.store.root.glob(f"{GROUP}/{VERSION}/{KIND}/ns/*/*-{result.run_id}"):
+        return (run_dir / "artifacts" / result.run_id / "stdout").read_text(encoding="utf-8")
+    raise AssertionError(f"no artifacts for run {result.run_id}")
+
+
+def _shape(run_dir: Path) -> tuple[list[str], int]:
+    """The artifact files of a run (names only) and how many job events it kept."""
+    (artifacts,) = (run_dir / "artifacts").iterdir()
+    names = sorted(p.name for p in artifacts.iterdir())
+    return names, len(list((artifacts / "job_events").glob("*.json")))
+
+
+def test_artifacts_are_the_same_and_bounded_the_same_way(runner: RunnerExecutor, warm: WarmExecutor) -> None:
+    for _ in range(4):
+        same_run(runner, warm, request(name="bounded", spec={"x": 1}, env={"WARM_TOKEN": "hush-hush"}))
+    cold_dirs, warm_dirs = _run_dirs(runner, "bounded"), _run_dirs(warm, "bounded")
+    assert len(cold_dirs) == len(warm_dirs) == 3  # max_artifacts
+    assert [_shape(d) for d in warm_dirs] == [_shape(d) for d in cold_dirs]
+    names, _events = _shape(warm_dirs[-1])
+    assert names == ["command", "fact_cache", "job_events", "rc", "status", "stderr", "stdout"]
+    for run_dir in warm_dirs:
+        command = json.loads(next((run_dir / "artifacts").glob("*/command")).read_text())
+        assert "WARM_TOKEN" in command["env"]
+        assert "hush-hush" not in json.dumps(command)
+    cold_command = json.loads(next((cold_dirs[-1] / "artifacts").glob("*/command")).read_text())
+    warm_command = json.loads(next((warm_dirs[-1] / "artifacts").glob("*/command")).read_text())
+    assert warm_command["env"] == cold_command["env"]
+    assert warm.store.total_bytes > 0
