@@ -64,6 +64,18 @@ def wants_reconcile(watch: Watch, kind: str, old: KubeObject | None, new: KubeOb
     return watch.watch_annotations_changes and old_ann != new_ann
 
 
+def event_priority(kind: str, obj: KubeObject) -> int:
+    """Objects found at start that an earlier run already converged go after new work (operator-sdk#5246:
+    with thousands of objects, a new one waited 25 minutes behind the start-up re-reconcile of all)."""
+    if kind != "ADDED":
+        return PRIORITY_CHANGE
+    status = obj.get("status")
+    observed = status.get("observedGeneration") if isinstance(status, dict) else None
+    generation = (obj.get("metadata") or {}).get("generation")
+    converged = observed is not None and observed == generation
+    return PRIORITY_RESYNC if converged else PRIORITY_CHANGE
+
+
 class Operator:
     def __init__(
         self,
@@ -189,7 +201,7 @@ class Operator:
             if kind == "DELETED":
                 self.queue.discard(key)
             elif wants_reconcile(watch, kind, old, new):
-                self.queue.add(key, priority=PRIORITY_CHANGE)
+                self.queue.add(key, priority=event_priority(kind, new))
 
         return handle
 

@@ -124,3 +124,21 @@ def test_one_leader_reconciles_and_a_stand_by_takes_over_after_kill(operator, ob
     assert time.monotonic() - killed_at < 15 + 10 + 30
     # No object ran in both at once: an overlap would have failed the demo role's per-object lock.
     assert condition(objects.get(G, V, P, "after-kill"), "Failure")["status"] == "False"
+
+
+def test_a_new_object_goes_before_the_restart_resync_of_converged_ones(operator, objects: Objects) -> None:
+    """operator-sdk#5246: after a restart, a new object waited behind the re-reconcile of every old one."""
+    first = operator(WATCHES, "--max-concurrent-reconciles", "1")
+    old = [f"old-{i}" for i in range(8)]
+    for name in old:
+        objects.create(G, V, P, demo(name))
+    for name in old:
+        wait_until(lambda n=name: successful(objects, n), 120, f"{name} Successful")
+    assert first.terminate(60) == 0
+
+    second = operator(WATCHES, "--max-concurrent-reconciles", "1")
+    objects.create(G, V, P, demo("newcomer"))
+    wait_until(lambda: successful(objects, "newcomer"), 60, "the newcomer Successful")
+    runs = [line for line in second.log().splitlines() if " reconciled " in line]
+    position = next(i for i, line in enumerate(runs) if "name=newcomer" in line)
+    assert position <= 2, f"the newcomer ran after {position} resyncs:\n" + "\n".join(runs)

@@ -91,3 +91,16 @@ def test_deleted_is_not(watch: Watch) -> None:
     obj = memcached(deletionTimestamp="2030-01-01T00:00:00Z")
     assert not wants_reconcile(watch, "DELETED", obj, obj)
     assert not wants_reconcile(watch, "DELETED", None, obj)
+
+
+def test_objects_converged_before_start_go_after_new_work() -> None:
+    from hybrid_operator.reactor.orchestration import event_priority
+    from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC
+
+    converged = {"metadata": {"generation": 3}, "status": {"observedGeneration": 3}}
+    stale = {"metadata": {"generation": 4}, "status": {"observedGeneration": 3}}
+    new = {"metadata": {"generation": 1}}
+    assert event_priority("ADDED", converged) == PRIORITY_RESYNC
+    assert event_priority("ADDED", stale) == PRIORITY_CHANGE
+    assert event_priority("ADDED", new) == PRIORITY_CHANGE
+    assert event_priority("MODIFIED", converged) == PRIORITY_CHANGE
