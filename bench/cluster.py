@@ -53,6 +53,16 @@ def successful(obj: Obj) -> bool:
     return condition_true(obj, "Successful")
 
 
+def failure(obj: Obj) -> str | None:
+    """The message of a ``Failure=True`` condition (a failed run), unless the object is also Successful."""
+    if successful(obj):
+        return None
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "Failure" and cond.get("status") == "True":
+            return str(cond.get("message") or cond.get("reason") or "Failure=True")
+    return None
+
+
 def foo_available(obj: Obj) -> bool:
     """The Foo reports as many available replicas as it asks for."""
     want = (obj.get("spec") or {}).get("replicas", 1)
@@ -85,13 +95,18 @@ class Cluster:
         return str(info.git_version)
 
     def apiserver_metrics(self) -> str:
-        resp = self.api.call_api(
-            "/metrics",
-            "GET",
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _return_http_data_only=True,
-        )
+        """The API server's own /metrics (the admin kubeconfig may read it)."""
+        api = self.api
+        if hasattr(api, "param_serialize"):  # kubernetes >= 35: the newer generator's two-step call
+            request = api.param_serialize(
+                "GET", "/metrics", header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"]
+            )
+            resp = api.call_api(*request)
+            resp.read()
+        else:
+            resp = api.call_api(
+                "/metrics", "GET", auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True
+            )
         return str(resp.data.decode(errors="replace"))
 
     def ensure_crds(self, paths: Iterable[Path], timeout: float = 60) -> None:
@@ -197,8 +212,9 @@ class Cluster:
 class Tracker:
     """Watches one kind in one namespace; notes when each object is first seen meeting ``predicate``.
 
-    Times are ``time.monotonic()`` at the moment the event arrived. A watch that ends is resumed from
-    the last resourceVersion; one that expired (410) starts again from a fresh list.
+    Times are ``time.monotonic()`` at the moment the event arrived. Objects showing ``Failure=True``
+    before meeting the predicate are noted in ``failed`` with the message, so waits end early. A watch
+    that ends is resumed from the last resourceVersion; one that expired (410) starts again from a list.
     """
 
     def __init__(self, cluster: Cluster, kind: Kind, namespace: str, predicate: Callable[[Obj], bool]) -> None:
@@ -207,6 +223,7 @@ class Tracker:
         self.namespace = namespace
         self.predicate = predicate
         self.first: dict[str, float] = {}
+        self.failed: dict[str, str] = {}
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._synced = threading.Event()
@@ -226,9 +243,9 @@ class Tracker:
             return len(self.first)
 
     def wait_for(self, name: str, timeout: float) -> float | None:
-        """When ``name`` first met the predicate, or None after ``timeout``."""
+        """When ``name`` first met the predicate; None after ``timeout`` or once it shows a failure."""
         with self._cond:
-            self._cond.wait_for(lambda: name in self.first, timeout)
+            self._cond.wait_for(lambda: name in self.first or name in self.failed, timeout)
             return self.first.get(name)
 
     def wait_count(self, count: int, timeout: float) -> bool:
@@ -237,11 +254,16 @@ class Tracker:
 
     def _see(self, obj: Obj) -> None:
         name = str(obj["metadata"]["name"])
-        if name in self.first or not self.predicate(obj):
+        if name in self.first:
             return
-        with self._cond:
-            self.first[name] = time.monotonic()
-            self._cond.notify_all()
+        if self.predicate(obj):
+            with self._cond:
+                self.first[name] = time.monotonic()
+                self._cond.notify_all()
+        elif (message := failure(obj)) is not None:
+            with self._cond:
+                self.failed.setdefault(name, message)
+                self._cond.notify_all()
 
     def _loop(self) -> None:
         version: str | None = None

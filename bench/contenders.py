@@ -60,6 +60,10 @@ CONTENDERS: dict[str, Contender] = {
 }
 BASELINE = "runner"
 PEER = "peer"
+# The peer's runs reach the API through its proxy at http://localhost:8888 whatever --proxy-port says
+# (v1.42.0 hard-codes the address in the per-run kubeconfig, internal/ansible/controller/reconcile.go):
+# so the port stays at its default, and only one peer can run on a machine at a time.
+PEER_PROXY_PORT = 8888
 
 
 @dataclass(frozen=True)
@@ -72,8 +76,7 @@ class Tools:
     peer_binary: Path | None = None
     peer_pythonpath: Path | None = None
     peer_gather_facts: bool = False
-    ours_version: str = "?"
-    peer_version: str = "?"
+    peer_collections: Path = COLLECTIONS
 
     @property
     def ours(self) -> Path:
@@ -94,6 +97,15 @@ def warm_import_problem(python: str = sys.executable) -> str | None:
         return None
     lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
     return lines[-1] if lines else f"import failed (exit {proc.returncode})"
+
+
+def port_in_use(port: int) -> bool:
+    for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        with socket.socket(family) as sock:
+            sock.settimeout(1)
+            if sock.connect_ex((address, port)) == 0:
+                return True
+    return False
 
 
 def free_port() -> int:
@@ -136,9 +148,11 @@ class Running:
         else:
             if tools.peer_binary is None:
                 raise RuntimeError("no peer binary")
+            if port_in_use(PEER_PROXY_PORT):
+                raise RuntimeError(f"localhost:{PEER_PROXY_PORT} is in use (another peer running?); the peer needs it")
             cmd = [str(tools.peer_binary), "run", "--watches-file", str(watches), *listen]
-            cmd += ["--proxy-port", str(free_port()), "--ansible-collections-path", str(COLLECTIONS)]
-            env["ANSIBLE_COLLECTIONS_PATH"] = str(COLLECTIONS)
+            cmd += ["--ansible-collections-path", str(tools.peer_collections)]
+            env["ANSIBLE_COLLECTIONS_PATH"] = str(tools.peer_collections)
             env["VIRTUAL_ENV"] = sys.prefix  # the peer points ansible_python_interpreter at $VIRTUAL_ENV
             if tools.peer_pythonpath is not None:
                 env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tools.peer_pythonpath), env.get("PYTHONPATH")) if p)

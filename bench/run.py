@@ -69,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="let the peer gather facts before each role run (its default); by default it runs with "
         "ANSIBLE_GATHERING=explicit, as our operator never gathers facts unasked",
     )
+    a(
+        "--peer-collections",
+        type=Path,
+        help="ANSIBLE_COLLECTIONS_PATH for the peer (default: the collections shipped in hybrid_operator)",
+    )
     a("--results-dir", type=Path, default=ROOT / "bench" / "results", help="where the JSON file goes")
     a("--keep-work", action="store_true", help="keep operator logs and watches files (path printed at the end)")
     a("--cleanup", action="store_true", help="only delete namespaces left by earlier bench runs, then exit")
@@ -187,7 +192,7 @@ def _resolve(
 ) -> tuple[Tools, dict[str, dict[str, str]]]:
     """Versions and binaries of the contenders; a contender that cannot run says why and is skipped."""
     from bench import peer, report
-    from bench.contenders import CONTENDERS, Tools, warm_import_problem
+    from bench.contenders import CONTENDERS, PEER, Tools, warm_import_problem
     from bench.scenarios import say
 
     ours = Path(sys.executable).parent / "hybrid-operator"
@@ -216,7 +221,10 @@ def _resolve(
         peer_binary=peer_binary,
         peer_pythonpath=peer_pythonpath,
         peer_gather_facts=args.peer_gather_facts,
+        **({"peer_collections": args.peer_collections.resolve()} if args.peer_collections else {}),
     )
+    if args.peer_collections and PEER in info:
+        info[PEER]["collections"] = str(args.peer_collections)
     return tools, info
 
 

@@ -174,7 +174,8 @@ def p1(ctx: Context, contender: Contender) -> Result:
             tracker = _tracked(ctx, kind, op.namespace, successful)
             samples: list[float] = []
             warmup: float | None = None
-            timeouts = 0
+            failures = 0
+            errors: list[str] = []
             try:
                 for i in range(ctx.settings.p1 + 1):
                     name = f"{role}-{i:04d}"
@@ -182,9 +183,11 @@ def p1(ctx: Context, contender: Contender) -> Result:
                     ctx.cluster.create(kind, op.namespace, make(name))
                     done = tracker.wait_for(name, ctx.settings.p1_timeout)
                     if done is None:
-                        timeouts += 1
-                        say(f"p1 {contender.name} {role}: {name} not Successful after {ctx.settings.p1_timeout}s")
-                        if timeouts >= 2 or not op.alive():
+                        failures += 1
+                        why = tracker.failed.get(name) or f"not Successful after {ctx.settings.p1_timeout:.0f}s"
+                        errors.append(f"{name}: {why}")
+                        say(f"p1 {contender.name} {role}: {errors[-1]}")
+                        if failures >= 2 or not op.alive():
                             break
                         continue
                     if i == 0:
@@ -193,8 +196,10 @@ def p1(ctx: Context, contender: Contender) -> Result:
                         samples.append(done - start)
             finally:
                 tracker.stop()
-            out[role] = {"n": len(samples), "samples": samples, "warmup": warmup, "timeouts": timeouts}
+            out[role] = {"n": len(samples), "samples": samples, "warmup": warmup, "failures": failures}
             out[role].update(summary(samples))
+            if errors and not samples:
+                out[role]["error"] = errors[0][:300]
             say(f"p1 {contender.name} {role}: median {_fmt(out[role]['median'])} s over {len(samples)}")
     return out
 
@@ -210,7 +215,8 @@ def p2(ctx: Context, contender: Contender, count: int) -> Result:
             warm = "warmup"
             ctx.cluster.create(FOO, op.namespace, foo_body(warm))
             if reconciled.wait_for(warm, ctx.settings.p1_timeout) is None:
-                raise RuntimeError(f"the warm-up Foo was not Successful within {ctx.settings.p1_timeout}s")
+                why = reconciled.failed.get(warm) or f"not Successful within {ctx.settings.p1_timeout:.0f}s"
+                raise RuntimeError(f"warm-up Foo: {why}")
             names = [f"foo-{i:05d}" for i in range(count)]
             replicas = {name: 1 + i % 3 for i, name in enumerate(names)}
             cpu0 = op.usage().cpu_seconds

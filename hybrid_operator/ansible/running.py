@@ -5,6 +5,7 @@ extra vars) and gets a ``RunResult`` back; nothing else crosses the boundary, so
 replace ansible-runner without touching the reactor. ``RunnerExecutor`` starts one ansible-runner run
 per reconcile in the run's own private data dir, streams its events into ``results.EventCollector``,
 scrubs the environment out of the ``command`` artifact, and hands the dir to the ``ArtifactStore``.
+``RunSetup`` is what it shares with the warm executor (``warm``), so both make every run the same way.
 """
 
 from __future__ import annotations

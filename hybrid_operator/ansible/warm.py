@@ -27,10 +27,10 @@ import json
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -43,6 +43,7 @@ from ansible_runner.utils import OutputEventFilter
 from hybrid_operator.ansible import inputdir
 from hybrid_operator.ansible.results import EventCollector, RunResult
 from hybrid_operator.ansible.running import ExecutorSettings, RunRequest, RunSetup, finished_result
+from hybrid_operator.ansible.zygote import KILL_GRACE, kill, terminate
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +170,8 @@ class Zygote:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self._sock is not None:
+            self._sock.close()
 
     # -- runs
 
@@ -188,8 +191,9 @@ class Zygote:
     def abandon(self, pending: _Pending) -> None:
         """Give up on a run the zygote never reported: kill its session and treat the zygote as broken."""
         if pending.pid:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pending.pid, signal.SIGKILL)
+            groups = terminate(pending.pid)
+            time.sleep(KILL_GRACE)
+            kill(groups)
         self._fail("the warm Ansible process stopped reporting on its runs")
         self.stop()
 
@@ -252,7 +256,7 @@ class Zygote:
         self.ready.set()  # wakes anyone waiting for the warm-up: they read the error
 
     def _died(self, reason: str) -> None:
-        """The zygote is gone: kill the runs it had going (they outlive it) and fail them."""
+        """The zygote is gone: stop the runs it had going and fail them."""
         code = None
         if self.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -262,10 +266,12 @@ class Zygote:
         self._fail(f"{reason}{detail}" + (f": {tail}" if tail and not self._closing else ""))
         with self._lock:
             pending, self._pending = list(self._pending.values()), {}
+        orphans = [terminate(run.pid) for run in pending if run.pid]  # they outlive the zygote otherwise
+        if orphans:
+            time.sleep(KILL_GRACE)
+        for groups in orphans:
+            kill(groups)
         for run in pending:
-            if run.pid:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(run.pid, signal.SIGKILL)
             run.error = self.error
             run.done.set()
 
@@ -280,8 +286,9 @@ class WarmExecutor:
         self.setup = RunSetup(settings)
         self.store = self.setup.store
         self.modules = self.setup.modules
-        self.home = settings.artifacts_root / ".warm"
-        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # The zygote's own files (its log, its warm-up run): private, and outside the artifact store, which
+        # would otherwise count the warm-up run as one of its own and one day delete it.
+        self.home = Path(tempfile.mkdtemp(prefix="hyop-warm-"))
         self._lock = threading.Lock()
         self._zygote: Zygote | None = None
         self._failed_at = 0.0
@@ -292,6 +299,10 @@ class WarmExecutor:
             self._start_zygote()  # warms up in the background: the first reconcile need not pay for it
         except Exception:  # the first run tries again, and fails with the reason if it still cannot
             log.exception("could not start the warm Ansible process")
+
+    def wait_until_ready(self, timeout: float = START_TIMEOUT) -> str:
+        """Wait for the zygote's warm-up (starting it again if it died); the ansible-core version it runs."""
+        return self._zygote_for_run(timeout).ansible_version
 
     @property
     def zygote_pid(self) -> int | None:
@@ -319,6 +330,7 @@ class WarmExecutor:
         if zygote is not None:
             zygote.stop()
         self.setup.close()
+        shutil.rmtree(self.home, ignore_errors=True)
 
     def run(self, request: RunRequest) -> RunResult:
         started = time.monotonic()
@@ -350,7 +362,11 @@ class WarmExecutor:
         artifact_dir = Path(config.artifact_dir)
         (artifact_dir / "job_events").mkdir(mode=0o700, exist_ok=True)
         _write_command(artifact_dir, config)
-        zygote = self._zygote_for_run()
+        try:
+            zygote = self._zygote_for_run()
+        except ZygoteError as exc:
+            log.error("no warm Ansible process to run in: %s", exc, extra={"run_id": request.run_id})
+            return 1, "failed", f"could not run Ansible: {exc}"
         run = _run_spec(config, artifact_dir, cold=self._needs_cold_start(request, config.env, zygote.env))
         pending = zygote.submit(run)
         limit = config.job_timeout + LOST_RUN_GRACE if config.job_timeout else None
@@ -380,7 +396,7 @@ class WarmExecutor:
 
     # -- the zygote
 
-    def _zygote_for_run(self) -> Zygote:
+    def _zygote_for_run(self, timeout: float = START_TIMEOUT) -> Zygote:
         with self._lock:
             if self._closed:
                 raise ZygoteError("the executor is closed")
@@ -395,7 +411,7 @@ class WarmExecutor:
             if zygote is None:
                 zygote = self._start_zygote()
         try:
-            zygote.wait_ready(START_TIMEOUT)
+            zygote.wait_ready(timeout)
         except ZygoteError:
             self._failed_at = time.monotonic()
             raise

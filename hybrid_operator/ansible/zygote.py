@@ -46,12 +46,13 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 # The ansible-core releases whose process-wide state this module knows how to reset (pyproject pins the same).
 SUPPORTED_ANSIBLE = ((2, 18), (2, 20))  # >= first, < second
 TIMED_OUT_RC = 254  # what ansible-runner reports for a run it killed at its timeout
+KILL_GRACE = 2.0  # seconds between a timed-out run's SIGTERM and the SIGKILL of what is left of it
 _FINDER_WARNING = "AnsibleCollectionFinder has already been configured"
 
 
@@ -316,6 +317,50 @@ def _child(run: dict[str, Any], local_tmp: str, close_fds: list[int]) -> None:
         os._exit(code)
 
 
+# ------------------------------------------------------------------------------------------- stopping a run
+
+
+def process_groups(leader: int) -> set[int]:
+    """The process groups of a run's process tree, read from /proc: the run's own, and the one each of
+    Ansible's worker processes makes for itself (a worker calls ``setsid``, so killing the run's group
+    alone leaves the workers and their modules running; ansible-runner has that leak)."""
+    children: dict[int, list[int]] = {}
+    group_of: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="utf-8", errors="replace") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()  # after "(comm)", which may hold spaces
+        except (OSError, IndexError):
+            continue
+        pid, ppid, pgid = int(entry.name), int(fields[1]), int(fields[2])
+        children.setdefault(ppid, []).append(pid)
+        group_of[pid] = pgid
+    groups, stack = {leader}, [leader]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            groups.add(group_of[child])
+            stack.append(child)
+    return groups
+
+
+def terminate(leader: int) -> set[int]:
+    """First stage of stopping a run: SIGTERM to its ``ansible-playbook``, which Ansible forwards to its
+    workers and they to their modules. Returns the process groups to SIGKILL a moment later."""
+    groups = process_groups(leader)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(leader, signal.SIGTERM)
+    return groups
+
+
+def kill(groups: set[int]) -> None:
+    """Second stage: SIGKILL whatever is left in the run's process groups."""
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+
+
 # ------------------------------------------------------------------------------------------- the server
 
 
@@ -326,6 +371,9 @@ class _Running:
     deadline: float | None
     local_tmp: str
     timed_out: bool = False
+    kill_at: float | None = None  # second stage of a timeout: SIGKILL these groups then
+    groups: set[int] = field(default_factory=set)
+    exited: dict[str, Any] | None = None  # reaped, report held back until the second stage is done
 
 
 class Zygote:
@@ -455,10 +503,11 @@ class Zygote:
         self._stop_all()
 
     def _select_timeout(self) -> float | None:
-        deadlines = [r.deadline for r in self.running.values() if r.deadline is not None and not r.timed_out]
-        if not deadlines:
+        moments = [r.deadline for r in self.running.values() if r.deadline is not None and not r.timed_out]
+        moments += [r.kill_at for r in self.running.values() if r.kill_at is not None]
+        if not moments:
             return None
-        return max(0.0, min(deadlines) - time.monotonic())
+        return max(0.0, min(moments) - time.monotonic())
 
     def _handle(self, message: dict[str, Any]) -> None:
         if message.get("op") != "run":
@@ -478,30 +527,47 @@ class Zygote:
                 return
             if pid == 0:
                 return
-            running = self.running.pop(pid, None)
             shutil.rmtree(self._local_tmps.pop(pid, ""), ignore_errors=True)
+            running = self.running.get(pid)
             if running is None:
                 continue
-            rc = TIMED_OUT_RC if running.timed_out else os.waitstatus_to_exitcode(status)
-            cpu = usage.ru_utime + usage.ru_stime  # the run's process and every process it waited for
-            self.send({"op": "exited", "id": running.run_id, "rc": rc, "timed_out": running.timed_out, "cpu": cpu})
+            running.exited = {
+                "op": "exited",
+                "id": running.run_id,
+                "rc": TIMED_OUT_RC if running.timed_out else os.waitstatus_to_exitcode(status),
+                "timed_out": running.timed_out,
+                "cpu": usage.ru_utime + usage.ru_stime,  # the run's process and all it waited for
+            }
+            if running.kill_at is None:
+                self._report(running)
+
+    def _report(self, running: _Running) -> None:
+        del self.running[running.pid]
+        self.send(running.exited or {})
 
     def _kill_overdue(self) -> None:
         now = time.monotonic()
-        for running in self.running.values():
+        for running in list(self.running.values()):
             if running.deadline is not None and not running.timed_out and now >= running.deadline:
                 running.timed_out = True
-                # The leader is not reaped yet, so its process group id cannot have been reused.
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(running.pid, signal.SIGKILL)
+                running.groups = terminate(running.pid)  # the leader is not reaped yet: its pid is its own
+                running.kill_at = now + KILL_GRACE
+            elif running.kill_at is not None and now >= running.kill_at:
+                kill(running.groups)
+                running.kill_at = None
+                if running.exited is not None:
+                    running.exited["rc"], running.exited["timed_out"] = TIMED_OUT_RC, True
+                    self._report(running)
 
     def _on_term(self, _signum: int, _frame: object) -> None:
         self._stopping = True
 
     def _stop_all(self) -> None:
-        for running in list(self.running.values()):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(running.pid, signal.SIGKILL)
+        """The executor went away: stop every run (as at a timeout, without the wait between stages)."""
+        groups = [terminate(pid) for pid in self.running]
+        time.sleep(0.2 if groups else 0)
+        for run_groups in groups:
+            kill(run_groups)
         for pid in list(self.running):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)

@@ -1,0 +1,283 @@
+"""The VirtualMachine operator end to end: real API server, real operator process, real OpenStack.
+
+The operator runs roles/virtualmachine as the shipped watches.yaml maps it, against the cloud of the
+``openstack_cloud`` fixture (the local cloud of hack/local-cloud.sh unless OS_CLOUD is set) as a plain
+project user. Every test deletes its VirtualMachines while the operator still runs (the finalizer deletes
+the servers); a safety net afterwards deletes whatever server of the test's namespace is left and drops
+finalizers, so a failed test leaks nothing into the cloud or the cluster.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import openstack.connection
+import openstack.exceptions
+import pytest
+import yaml
+from kubernetes.client.rest import ApiException
+
+from tests.integration.conftest import ROOT, Objects, condition, wait_until
+
+from .conftest import CloudConfig
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.cloud,
+    pytest.mark.filterwarnings("ignore::openstack.warnings.OpenStackWarning"),
+    pytest.mark.filterwarnings("ignore::PendingDeprecationWarning:openstack"),
+]
+
+G, V, P = "cloudnative.tw", "v1alpha1", "virtualmachines"
+FINALIZER = "cloudnative.tw/finalizer"
+UID_KEY, NAMESPACE_KEY = "hybrid-operator:uid", "hybrid-operator:namespace"
+# Generous: a run does several OpenStack calls, and CI machines are small and busy.
+SETTLE = 300
+
+
+def watches(tmp_path: Path, period: str = "60s") -> Path:
+    """The VirtualMachine entry of the shipped watches.yaml, with the role by path and our period."""
+    entries = yaml.safe_load((ROOT / "watches.yaml").read_text())
+    entry = next(e for e in entries if e["group"] == G and e["kind"] == "VirtualMachine")
+    assert entry["finalizer"] == {"name": FINALIZER, "vars": {"state": "absent"}}
+    path = tmp_path / "watches.yaml"
+    path.write_text(yaml.safe_dump([{**entry, "role": str(ROOT / "roles" / entry["role"]), "reconcilePeriod": period}]))
+    return path
+
+
+def vm(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{G}/{V}",
+        "kind": "VirtualMachine",
+        "metadata": {"name": name},
+        "spec": {"resource": {"cpu": 1, "memory": "512Mi", "rootDisk": "1Gi"}, "image": "cirros", **spec},
+    }
+
+
+def status(objects: Objects, name: str) -> dict[str, Any]:
+    return ((objects.get(G, V, P, name) or {}).get("status")) or {}
+
+
+def wait_status(objects: Objects, name: str, check: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
+    return wait_until(lambda: (lambda s: s if check(s) else None)(status(objects, name)), SETTLE, f"{name}: {what}")
+
+
+def active(objects: Objects, name: str, state: str = "ACTIVE") -> dict[str, Any]:
+    return wait_status(
+        objects,
+        name,
+        lambda s: s.get("phase") == "Active" and (s.get("server") or {}).get("state") == state,
+        f"phase Active, server {state}",
+    )
+
+
+def servers_of(conn: openstack.connection.Connection, namespace: str) -> list[Any]:
+    return [s for s in conn.compute.servers() if (s.metadata or {}).get(NAMESPACE_KEY) == namespace]
+
+
+def reasons(objects: Objects, name: str) -> set[str]:
+    return {e.reason for e in objects.events(name)}
+
+
+def delete_and_wait(objects: Objects, *names: str) -> None:
+    for name in names:
+        objects.delete(G, V, P, name)
+    for name in names:
+        wait_until(lambda n=name: objects.get(G, V, P, n) is None, SETTLE, f"{name} deleted")
+
+
+@pytest.fixture
+def cloud(openstack_cloud: CloudConfig) -> openstack.connection.Connection:
+    return openstack_cloud.connect()
+
+
+@pytest.fixture
+def cleanup(operator: Any, objects: Objects, namespace: str, cloud: openstack.connection.Connection) -> Iterator[None]:
+    """After the test (before the operator stops): nothing of this namespace left in cloud or cluster."""
+    yield
+    for item in objects.custom.list_namespaced_custom_object(G, V, namespace, P)["items"]:
+        name = item["metadata"]["name"]
+        try:
+            objects.delete(G, V, P, name)
+            wait_until(lambda n=name: objects.get(G, V, P, n) is None, 120, f"{name} deleted by the operator")
+        except (AssertionError, ApiException):
+            objects.patch(G, V, P, name, {"metadata": {"finalizers": None}})
+    for server in servers_of(cloud, namespace):
+        cloud.compute.delete_server(server, ignore_missing=True)
+
+
+def test_lifecycle_create_stop_start_resize_delete(
+    operator: Any,
+    objects: Objects,
+    namespace: str,
+    openstack_cloud: CloudConfig,
+    cloud: openstack.connection.Connection,
+    cleanup: None,
+    tmp_path: Path,
+) -> None:
+    operator(watches(tmp_path), env=openstack_cloud.env())
+    created = objects.create(G, V, P, vm("web"))
+
+    st = active(objects, "web")
+    server = cloud.compute.get_server(st["server"]["id"])
+    assert server.name == f"vm-{namespace}-web"
+    assert server.metadata[UID_KEY] == created["metadata"]["uid"]
+    assert server.status == "ACTIVE"
+    assert server.flavor["original_name"] == "small" or openstack_cloud.cloud != "local"
+    assert st["server"]["usage"] == {"cpu": server.flavor["vcpus"], "memory": "512Mi"}
+    assert st["lastUpdateTime"]
+    assert FINALIZER in objects.get(G, V, P, "web")["metadata"]["finalizers"]
+    assert condition(objects.get(G, V, P, "web"), "Successful")["status"] == "True"
+    assert "Created" in reasons(objects, "web")
+
+    objects.patch(G, V, P, "web", {"spec": {"action": "shutoff"}})
+    st = active(objects, "web", "SHUTOFF")
+    assert cloud.compute.get_server(server.id).status == "SHUTOFF"
+
+    objects.patch(G, V, P, "web", {"spec": {"action": "active"}})
+    active(objects, "web", "ACTIVE")
+    assert cloud.compute.get_server(server.id).status == "ACTIVE"
+
+    objects.patch(G, V, P, "web", {"spec": {"resource": {"cpu": 2, "memory": "2Gi", "rootDisk": "10Gi"}}})
+    st = wait_status(objects, "web", lambda s: (s.get("server") or {}).get("usage", {}).get("cpu") == 2, "2 vCPUs")
+    assert st["server"]["usage"] == {"cpu": 2, "memory": "2Gi"}
+    assert st["server"]["id"] == server.id  # resized in place, not replaced
+    resized = cloud.compute.get_server(server.id)
+    assert (resized.flavor["vcpus"], resized.flavor["ram"]) == (2, 2048)
+    assert resized.status == "ACTIVE"
+    assert "Resized" in reasons(objects, "web")
+
+    delete_and_wait(objects, "web")
+    with pytest.raises(openstack.exceptions.NotFoundException):
+        cloud.compute.get_server(server.id)
+    assert servers_of(cloud, namespace) == []
+
+
+def test_what_does_not_fit_or_exist_fails_with_a_reason_and_leaks_nothing(
+    operator: Any,
+    objects: Objects,
+    namespace: str,
+    openstack_cloud: CloudConfig,
+    cloud: openstack.connection.Connection,
+    cleanup: None,
+    tmp_path: Path,
+) -> None:
+    operator(watches(tmp_path), env=openstack_cloud.env())
+    objects.create(G, V, P, vm("huge", resource={"cpu": 512, "memory": "64Ti", "rootDisk": "1Gi"}))
+    objects.create(G, V, P, vm("imageless", image=f"no-such-image-{uuid.uuid4().hex[:6]}"))
+
+    for name, reason, words in (
+        ("huge", "NoFlavorFits", "No flavor has 512 vCPUs"),
+        ("imageless", "ImageNotFound", "does not exist"),
+    ):
+        st = wait_status(objects, name, lambda s: s.get("phase") == "Failed", "phase Failed")
+        assert words in st["reason"]
+        failure = condition(objects.get(G, V, P, name), "Failure")
+        assert failure["status"] == "True" and failure["reason"] == reason
+        assert words in failure["message"]
+        wait_until(lambda n=name, r=reason: r in reasons(objects, n), 60, f"Warning Event {reason}")
+
+    assert servers_of(cloud, namespace) == []
+    delete_and_wait(objects, "huge", "imageless")  # the finalizer has no server to delete
+    assert servers_of(cloud, namespace) == []
+
+
+def test_server_deleted_behind_the_operators_back_is_reported_and_recreated(
+    operator: Any,
+    objects: Objects,
+    namespace: str,
+    openstack_cloud: CloudConfig,
+    cloud: openstack.connection.Connection,
+    cleanup: None,
+    tmp_path: Path,
+) -> None:
+    operator(watches(tmp_path, period="5s"), env=openstack_cloud.env())
+    objects.create(G, V, P, vm("fragile"))
+    old = active(objects, "fragile")["server"]["id"]
+
+    cloud.compute.delete_server(old)
+    wait_until(lambda: "ServerMissing" in reasons(objects, "fragile"), SETTLE, "Warning Event ServerMissing")
+    st = wait_status(
+        objects,
+        "fragile",
+        lambda s: s.get("phase") == "Active" and (s.get("server") or {}).get("id") not in ("", None, old),
+        "a new server Active",
+    )
+    assert [s.id for s in servers_of(cloud, namespace)] == [st["server"]["id"]]
+    delete_and_wait(objects, "fragile")
+
+
+@pytest.mark.timeout(1800)
+def test_operator_killed_while_creating_ten_servers_creates_exactly_ten(
+    operator: Any,
+    objects: Objects,
+    namespace: str,
+    openstack_cloud: CloudConfig,
+    cloud: openstack.connection.Connection,
+    cleanup: None,
+    tmp_path: Path,
+) -> None:
+    path = watches(tmp_path)
+    first = operator(path, "--max-concurrent-reconciles", "4", env=openstack_cloud.env())
+    names = [f"fleet-{i}" for i in range(10)]
+    uids = {objects.create(G, V, P, vm(n))["metadata"]["uid"] for n in names}
+
+    # Kill -9 in the middle: some servers asked for, not all VirtualMachines Active yet.
+    wait_until(lambda: len(servers_of(cloud, namespace)) >= 2, SETTLE, "the first servers", interval=0.5)
+    assert sum(status(objects, n).get("phase") == "Active" for n in names) < 10
+    first.kill()
+
+    operator(path, "--max-concurrent-reconciles", "4", env=openstack_cloud.env())
+    ids = {n: active(objects, n)["server"]["id"] for n in names}
+
+    servers = servers_of(cloud, namespace)
+    assert len(servers) == 10, sorted(s.name for s in servers)
+    assert {s.id for s in servers} == set(ids.values())
+    assert {s.metadata[UID_KEY] for s in servers} == uids
+
+    delete_and_wait(objects, *names)
+    assert servers_of(cloud, namespace) == []
+
+
+def test_credentials_secret_is_used_and_its_password_appears_nowhere(
+    operator: Any,
+    objects: Objects,
+    namespace: str,
+    openstack_cloud: CloudConfig,
+    cloud: openstack.connection.Connection,
+    cleanup: None,
+    tmp_path: Path,
+) -> None:
+    user_cloud = yaml.safe_load(openstack_cloud.clouds_yaml.read_text())["clouds"][openstack_cloud.cloud]
+    password = user_cloud["auth"]["password"]
+    assert len(password) >= 8  # a short one could turn up by chance
+    objects.core.create_namespaced_secret(
+        namespace,
+        {
+            "metadata": {"name": "tenant-credentials"},
+            "stringData": {"clouds.yaml": yaml.safe_dump({"clouds": {"tenant": user_cloud}})},
+        },
+    )
+    # The operator's own environment names no usable cloud: only the Secret can make this work.
+    empty = tmp_path / "no-clouds.yaml"
+    empty.write_text("clouds: {}\n")
+    op = operator(watches(tmp_path), env={"OS_CLIENT_CONFIG_FILE": str(empty), "OS_CLOUD": "nowhere"})
+    objects.create(G, V, P, vm("tenant-vm", credentialsSecret="tenant-credentials"))
+    server_id = active(objects, "tenant-vm")["server"]["id"]
+    assert cloud.compute.get_server(server_id).status == "ACTIVE"
+    delete_and_wait(objects, "tenant-vm")
+    assert servers_of(cloud, namespace) == []
+
+    artifacts = [p for p in op.artifacts.rglob("*") if p.is_file()]
+    assert artifacts, "the operator kept no artifacts to look into"
+    leaks = [str(p) for p in artifacts if password.encode() in p.read_bytes()]
+    assert leaks == []
+    assert password not in op.log()
+    for event in objects.core.list_namespaced_event(namespace).items:
+        assert password not in (event.message or "")
+    # the role's private copy of the clouds.yaml is gone too
+    assert not list(Path(tempfile.gettempdir()).glob("virtualmachine-*.clouds.yaml"))

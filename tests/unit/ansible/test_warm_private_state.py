@@ -1,0 +1,159 @@
+"""The process-wide state the warm executor resets in every fork is where the zygote expects it.
+
+Every run of the warm executor is a fork of one process that has already run a playbook, so the zygote
+resets Ansible's private caches first (``zygote.PRIVATE_STATE``): the parsed command line, the vault
+secrets context, the extra vars cached on a function, the per-process part of uuids, the local temp dir,
+ansible-runner's display callback context. If an ansible-core or ansible-runner release renames or moves
+any of them, the reset would silently do nothing and one run's arguments would reach the next; these
+tests fail instead and say what moved.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hybrid_operator.ansible import zygote
+
+PYPROJECT = Path(__file__).resolve().parents[3] / "pyproject.toml"
+
+
+@pytest.fixture
+def clean_ansible() -> Iterator[None]:
+    """Leave Ansible's process-wide state as we found it: fresh, as the zygote's forks have it."""
+    from ansible import constants
+
+    local_tmp = constants.DEFAULT_LOCAL_TMP
+    zygote.reset_private_state()
+    yield
+    zygote.reset_private_state()
+    zygote.use_local_tmp(local_tmp)
+
+
+def parse_playbook_args(playbook: Path, *extra_vars: str) -> None:
+    """What ``ansible-playbook`` does with its command line before it runs anything."""
+    from ansible.cli.playbook import PlaybookCLI
+
+    args = ["ansible-playbook"]
+    for value in extra_vars:
+        args += ["-e", value]
+    PlaybookCLI([*args, str(playbook)]).parse()
+
+
+def test_the_installed_ansible_core_is_one_the_warm_executor_supports() -> None:
+    zygote.check_version()
+
+
+def test_the_supported_range_is_the_one_pyproject_pins() -> None:
+    pin = re.search(r'"ansible-core>=(\d+)\.(\d+),<(\d+)\.(\d+)"', PYPROJECT.read_text(encoding="utf-8"))
+    assert pin is not None, "pyproject.toml no longer pins ansible-core as >=X.Y,<X.Y"
+    low, high = zygote.SUPPORTED_ANSIBLE
+    assert tuple(int(part) for part in pin.groups()) == (*low, *high)
+
+
+def test_an_unsupported_ansible_core_is_refused_with_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zygote, "ansible_version", lambda: (2, 20, "2.20.0"))
+    with pytest.raises(zygote.UnsupportedAnsible, match=r"ansible-core 2\.20\.0 is not supported.*>=2\.18,<2\.20"):
+        zygote.check_version()
+
+
+def test_every_piece_of_private_state_is_where_the_zygote_resets_it() -> None:
+    assert zygote.private_state_problems(populated=False) == []
+
+
+def test_a_parsed_command_line_fills_the_state_and_the_reset_empties_it(tmp_path: Path, clean_ansible: None) -> None:
+    from ansible import context
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.utils import vars as ansible_vars
+    from ansible.utils.context_objects import GlobalCLIArgs
+
+    playbook = tmp_path / "site.yml"
+    playbook.write_text("[]\n", encoding="utf-8")
+    parse_playbook_args(playbook, "x=1")
+    loader = DataLoader()
+    assert ansible_vars.load_extra_vars(loader) == {"x": "1"}
+    ansible_vars.load_options_vars("2.x")
+    ansible_vars.get_unique_id()
+    _vault_initialize()
+    assert zygote.private_state_problems(populated=True) == []
+
+    uuid_part = ansible_vars.random_int
+    zygote.reset_private_state()
+
+    assert vars(GlobalCLIArgs)["_Singleton__instance"] is None
+    assert not isinstance(context.CLIARGS, GlobalCLIArgs) and dict(context.CLIARGS) == {}
+    assert not hasattr(ansible_vars.load_extra_vars, "extra_vars")
+    assert not hasattr(ansible_vars.load_options_vars, "options_vars")
+    assert ansible_vars.cur_id == 0 and len(ansible_vars.random_int) == 8 and ansible_vars.random_int != uuid_part
+    if _vault_context() is not None:
+        assert _vault_context()._current is None
+    parse_playbook_args(playbook, "x=2")  # the next run's own command line now wins
+    assert ansible_vars.load_extra_vars(loader) == {"x": "2"}
+
+
+def test_without_the_reset_the_second_command_line_is_ignored(tmp_path: Path, clean_ansible: None) -> None:
+    """Why the reset exists (and a guard against the test above passing for the wrong reason)."""
+    from ansible import context
+
+    playbook = tmp_path / "site.yml"
+    playbook.write_text("[]\n", encoding="utf-8")
+    parse_playbook_args(playbook, "x=1")
+    parse_playbook_args(playbook, "x=2")
+    assert context.CLIARGS["extra_vars"] == ("x=1",)
+
+
+def test_each_run_gets_its_own_local_temp_dir(tmp_path: Path, clean_ansible: None) -> None:
+    from ansible import constants
+
+    zygote.use_local_tmp(str(tmp_path))
+    assert str(tmp_path) == constants.DEFAULT_LOCAL_TMP
+
+
+def test_the_display_callback_context_is_renewed_from_the_runs_environment(tmp_path: Path) -> None:
+    """ansible-runner's awx_display reads where to write job events when it is imported (in the zygote's
+    warm-up): a fork must point it at its own artifact dir. In a subprocess: importing the callback
+    patches Ansible's Display class for the whole process."""
+    script = textwrap.dedent(
+        """
+        import importlib.util, os, sys
+        from ansible_runner.utils import get_callback_dir
+        from hybrid_operator.ansible import zygote
+        os.environ["AWX_ISOLATED_DATA_DIR"] = sys.argv[1]
+        path = os.path.join(get_callback_dir(), "awx_display.py")
+        spec = importlib.util.spec_from_file_location("ansible.plugins.callback.awx_display", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        module.event_context.add_global(playbook="warm-up.yml")
+        os.environ["AWX_ISOLATED_DATA_DIR"] = sys.argv[2]
+        print(zygote.fresh_event_contexts())
+        print(module.event_context.cache.private_data_dir)
+        print(module.event_context.get_global())
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "warm-up"), str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["1", str(tmp_path / "run"), "{}"]
+
+
+def _vault_context() -> type | None:
+    from ansible.parsing import vault
+
+    return getattr(vault, "VaultSecretsContext", None)
+
+
+def _vault_initialize() -> None:
+    context = _vault_context()
+    if context is not None:  # ansible-core >= 2.19
+        context.initialize(context(secrets=[]))
