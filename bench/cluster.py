@@ -203,6 +203,19 @@ class Cluster:
         listing = self.custom.list_namespaced_custom_object(kind.group, kind.version, namespace, kind.plural)
         return list(listing.get("items") or [])
 
+    def pods_stuck_unready(self, namespace: str) -> int:
+        """Pods whose containers are ready but whose Ready condition is False.
+
+        On a fake (kwok) node that is what is left after the node missed its heartbeats: the node
+        lifecycle controller sets every pod's Ready to False, and nothing sets it back.
+        """
+        stuck = 0
+        for pod in self.core.list_namespaced_pod(namespace).items:
+            conditions = {c.type: c.status for c in (pod.status.conditions or [])}
+            if conditions.get("ContainersReady") == "True" and conditions.get("Ready") == "False":
+                stuck += 1
+        return stuck
+
     def deployment_replicas(self, namespace: str) -> dict[str, int]:
         """Name -> spec.replicas of every Deployment in the namespace."""
         items = self.apps.list_namespaced_deployment(namespace).items

@@ -215,13 +215,13 @@ def table(run: Result) -> str:
         title = f"P4 artifacts after {target} runs ({objects} objects at reconcile-period 1s)"
         out += ["", *_block(title, contenders, res, rows)]
     errors = [
-        f"  {s} {c}: {r['error']}"
+        f"  {s} {c}: {r.get('error') or r.get('problem')}"
         for s, by in _flat(scen)
         for c, r in by.items()
-        if isinstance(r, dict) and "error" in r
+        if isinstance(r, dict) and ("error" in r or "problem" in r)
     ]
     if errors:
-        out += ["", "errors:", *errors]
+        out += ["", "errors and problems:", *errors]
     out += ["", *(f"note: {n}" for n in run.get("notes", []))]
     return "\n".join(out)
 

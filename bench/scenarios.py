@@ -155,13 +155,42 @@ def _tracked(ctx: Context, kind: Kind, namespace: str, predicate: Callable[[Obj]
     return tracker
 
 
-def _wait_names(tracker: Tracker, names: list[str], timeout: float, alive: Callable[[], bool]) -> bool:
+def _wait_names(
+    tracker: Tracker, names: list[str], timeout: float, alive: Callable[[], bool], stuck: Callable[[], str | None]
+) -> str | None:
+    """Wait until every name met the tracker's predicate; otherwise say why not.
+
+    After a minute without progress, ``stuck`` is asked whether waiting longer can help at all.
+    """
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and alive():
-        if all(name in tracker.first for name in names):
-            return True
+    progress, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        done = sum(1 for name in names if name in tracker.first)
+        if done == len(names):
+            return None
+        if not alive():
+            return "the operator exited"
+        if done != progress:
+            progress, since = done, time.monotonic()
+        elif time.monotonic() - since > 60:
+            if (problem := stuck()) is not None:
+                return problem
+            since = time.monotonic()
         time.sleep(0.2)
-    return all(name in tracker.first for name in names)
+    return f"timed out after {timeout:.0f}s"
+
+
+def _unready_pods(cluster: Cluster, namespace: str) -> Callable[[], str | None]:
+    def check() -> str | None:
+        stuck = cluster.pods_stuck_unready(namespace)
+        if not stuck:
+            return None
+        return (
+            f"test bed: {stuck} pods have ready containers but Ready=False (the fake node missed heartbeats and "
+            "was marked NotReady; nothing sets Ready back), so availableReplicas cannot reach spec.replicas"
+        )
+
+    return check
 
 
 # ----------------------------------------------------------------------------------------------- P1
@@ -223,7 +252,9 @@ def p2(ctx: Context, contender: Contender, count: int) -> Result:
             start = time.monotonic()
             ctx.cluster.create_many(FOO, op.namespace, [foo_body(n, replicas[n]) for n in names])
             created = time.monotonic() - start
-            converged = _wait_names(available, names, ctx.settings.p2_timeout, op.alive)
+            problem = _wait_names(
+                available, names, ctx.settings.p2_timeout, op.alive, _unready_pods(ctx.cluster, op.namespace)
+            )
             cpu = op.usage().cpu_seconds - cpu0
             deployments = ctx.cluster.deployment_replicas(op.namespace)
         finally:
@@ -232,7 +263,7 @@ def p2(ctx: Context, contender: Contender, count: int) -> Result:
         wrong = sorted(n for n in names if deployments.get(n) != replicas[n])
         done = [available.first[n] for n in names if n in available.first]
         first_pass = [reconciled.first[n] for n in names if n in reconciled.first]
-        seconds = max(done) - start if converged else None
+        seconds = max(done) - start if problem is None else None
         result: Result = {
             "count": count,
             "seconds": seconds,
@@ -245,9 +276,11 @@ def p2(ctx: Context, contender: Contender, count: int) -> Result:
             "peak_rss_bytes": op.sampler.peak_rss_bytes,
             "runs": op.runs(),
         }
+        if problem is not None:
+            result["problem"] = problem
         say(
             f"p2 {contender.name} {count}: "
-            + (f"converged in {seconds:.1f} s" if seconds else f"{len(done)}/{count} converged (timeout)")
+            + (f"converged in {seconds:.1f} s" if seconds else f"{len(done)}/{count}: {problem}")
         )
         return result
 

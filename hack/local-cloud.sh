@@ -2,7 +2,7 @@
 # A real, single-node OpenStack on loopback, for the VirtualMachine operator's tests and demos.
 #
 #   hack/local-cloud.sh up        install (first time only), start, print the clouds.yaml path last
-#   hack/local-cloud.sh down      stop every process started here (by pid file) and remove the state
+#   hack/local-cloud.sh down      stop every process started here (by pid file), remove the state but the logs
 #   hack/local-cloud.sh status    what runs, on which ports, with which versions, how much memory
 #   hack/local-cloud.sh env       shell lines to eval: OS_CLIENT_CONFIG_FILE and OS_CLOUD=local
 #   hack/local-cloud.sh install   only install (or check) the packages and the virtualenv
@@ -19,13 +19,17 @@
 # medium (2 vCPU, 2 GiB, 10 GiB) and large (4 vCPU, 8 GiB, 20 GiB), a tiny image `cirros`, and a shared
 # network `private` (so servers created without a network get one).
 #
-# Each `up` after a `down` initialises a fresh cloud (the fake servers live in nova-compute's memory, a
-# restarted cloud would carry servers that no longer exist); a second `up` reuses what runs.
+# Each `up` after a `down` starts a fresh cloud (the fake servers live in nova-compute's memory, a
+# restarted cloud would carry servers that no longer exist); a second `up` reuses what runs. The database
+# schemas are made once (first `up`) into a cached template that every `up` copies. More, with
+# measurements and the gotchas met on the way: docs/local-cloud.md.
 #
 # Environment:
 #   LOCAL_CLOUD_NAME     name of this cloud (default "default"); two names run side by side
 #   LOCAL_CLOUD_DIR      state directory (default <cache>/clouds/<name>)
 #   LOCAL_CLOUD_PYTHON   python for the virtualenv (default python3; 3.11 is what the pins were made on)
+# build_dbtemplate points $state at a scratch directory inside a subshell, on purpose:
+# shellcheck disable=SC2030,SC2031
 set -euo pipefail
 export PYTHONWARNINGS=ignore
 
@@ -36,7 +40,7 @@ name=${LOCAL_CLOUD_NAME:-default}
 state=${LOCAL_CLOUD_DIR:-$cache/clouds/$name}
 python=${LOCAL_CLOUD_PYTHON:-python3}
 
-# Processes in start order; `down` stops them in reverse.
+# Processes in start order.
 components=(epmd rabbitmq mariadb keystone placement glance-api neutron-api nova-api
   nova-conductor nova-scheduler nova-compute)
 port_names=(EPMD AMQP RABBIT_DIST KEYSTONE PLACEMENT GLANCE NEUTRON NOVA)
@@ -92,7 +96,11 @@ as_root() {
 }
 
 mariadbd_bin() { command -v mariadbd || echo /usr/sbin/mariadbd; }
-epmd_bin() { command -v epmd || ls /usr/lib/erlang/erts-*/bin/epmd 2>/dev/null | head -n1; }
+epmd_bin() {
+  command -v epmd && return 0
+  local found
+  for found in /usr/lib/erlang/erts-*/bin/epmd; do echo "$found" && return 0; done
+}
 rabbit_sbin=/usr/lib/rabbitmq/bin
 
 install_packages() {
@@ -180,14 +188,19 @@ EOF
 
 secret() { head -c 18 /dev/urandom | base64 | tr -d '/+=\n'; }
 
-# The cloud's identity: ports and passwords, read by every later command.
+# The cloud's identity: fresh ports; passwords new, or those of the database template ($1), whose
+# keystone already holds them.
 write_cloud_env() {
   {
     echo "# written by hack/local-cloud.sh up; ports and passwords of this cloud"
     pick_ports
-    echo "LOCAL_CLOUD_ADMIN_PASSWORD=$(secret)"
-    echo "LOCAL_CLOUD_DEMO_PASSWORD=$(secret)"
-    echo "LOCAL_CLOUD_SERVICE_PASSWORD=$(secret)"
+    if [ -n "${1:-}" ]; then
+      cat "$1"
+    else
+      echo "LOCAL_CLOUD_ADMIN_PASSWORD=$(secret)"
+      echo "LOCAL_CLOUD_DEMO_PASSWORD=$(secret)"
+      echo "LOCAL_CLOUD_SERVICE_PASSWORD=$(secret)"
+    fi
   } >"$state/cloud.env"
   chmod 600 "$state/cloud.env"
 }
@@ -449,6 +462,7 @@ spawn() { # name env-assignments... -- command...
     shift
   done
   shift
+  # shellcheck disable=SC2016  # $$ and $@ belong to the inner shell
   setsid bash -c 'echo $$ >"$0"; exec "$@"' "$state/run/$name.pid" env "${envs[@]}" "$@" \
     >"$state/logs/$name.out" 2>&1 </dev/null 8>&- 9>&- &
   # wait for the pid file, so a `down` right after never misses this process
@@ -495,8 +509,6 @@ start_services() {
     --pythonpath "$state/etc/neutron"
   uwsgi_app nova-api "$NOVA_PORT" nova.wsgi.osapi_compute:application OS_NOVA_CONFIG_DIR="$state/etc/nova"
 }
-# conductor and scheduler create their placement client at start (fatal without the service user),
-# compute registers itself in placement at start: all three after `bootstrap.py register`
 start_nova_services() {
   nova_service nova-conductor
   nova_service nova-scheduler
@@ -580,11 +592,14 @@ sync_schemas() {
   [ "$failed" -eq 0 ] || die "a database sync failed; see $state/logs/dbsync-*.log"
 }
 
-# Creating the schemas (hundreds of migrations) was most of the time a fresh cloud took, so it is done
-# once per virtualenv and MariaDB version, into a template data directory that every `up` copies.
-# Nothing in the schemas depends on this cloud's ports or paths except nova's cell mappings, which
-# restore_databases rewrites.
-dbtemplate_dir() { echo "$cache/openstack-dbtemplate-$({ venv_key; "$(mariadbd_bin)" --version; } | sha256sum | cut -c1-12)"; }
+# Creating the schemas (hundreds of migrations), bootstrapping keystone and registering the services
+# was most of the time a fresh cloud took, so it is done once per virtualenv and MariaDB version, into a
+# template data directory that every `up` copies, with the passwords keystone got (passwords.env).
+# What depends on ports or paths is rewritten by restore_databases: keystone's endpoints and nova's cell
+# mappings. Bump the "format" below when the template's content changes.
+dbtemplate_dir() {
+  echo "$cache/openstack-dbtemplate-$({ echo format 2; venv_key; "$(mariadbd_bin)" --version; } | sha256sum | cut -c1-12)"
+}
 
 build_dbtemplate() {
   local tmpl build=$cache/build/openstack-dbtemplate start=$SECONDS
@@ -594,7 +609,7 @@ build_dbtemplate() {
   exec 8>"$cache/build/openstack-dbtemplate.lock"
   flock -w 900 8 || die "another local-cloud.sh holds $cache/build/openstack-dbtemplate.lock"
   [ -f "$tmpl/.complete" ] && return 0
-  log "creating the database schemas (first time only, about 1-2 minutes)"
+  log "creating the databases of a cloud to copy (first time only, about 1-2 minutes)"
   (
     state=$build
     rm -rf "$state"
@@ -614,11 +629,25 @@ build_dbtemplate() {
     done
     run_logged "database schemas of keystone, placement, glance, neutron, nova" "$state/logs/dbsync.log" \
       sync_schemas
+    write_clouds_yaml
+    fernet_keys
+    # the password comes from the environment, not the command line (visible in ps)
+    OS_BOOTSTRAP_PASSWORD=$LOCAL_CLOUD_ADMIN_PASSWORD run_logged "keystone bootstrap" \
+      "$state/logs/keystone-bootstrap.log" "$venv/bin/keystone-manage" \
+      --config-file "$state/etc/keystone/keystone.conf" bootstrap --bootstrap-region-id RegionOne \
+      --bootstrap-admin-url "$(keystone_url)/v3/" --bootstrap-internal-url "$(keystone_url)/v3/" \
+      --bootstrap-public-url "$(keystone_url)/v3/"
+    start_keystone
+    wait_for keystone 120 curl -sf -o /dev/null "$(keystone_url)/v3"
+    OS_CLIENT_CONFIG_FILE=$state/clouds.yaml run_logged "service users, catalog, project demo" \
+      "$state/logs/bootstrap.log" "$venv/bin/python" "$files/bootstrap.py" register
     stop_all
   )
   rm -rf "$tmpl"
   mkdir -p "$tmpl"
   mv "$build/data/mysql" "$tmpl/mysql"
+  grep '^LOCAL_CLOUD_.*PASSWORD=' "$build/cloud.env" >"$tmpl/passwords.env"
+  chmod 600 "$tmpl/passwords.env"
   touch "$tmpl/.complete"
   rm -rf "$build"
   exec 8>&-
@@ -629,30 +658,32 @@ restore_databases() {
   cp -a "$(dbtemplate_dir)/mysql/." "$state/data/mysql/"
   start_mariadb
   wait_for mariadb 30 mariadb_ping
-  # nova keeps where each cell's database and message queue are in its own API database
-  mariadb --defaults-file="$state/etc/mysql/my.cnf" -u root nova_api -e "
-    UPDATE cell_mappings SET database_connection = '$(db_url nova_cell0)' WHERE name = 'cell0';
-    UPDATE cell_mappings SET database_connection = '$(db_url nova)',
+  # Where each service answers is in keystone's catalog (the URLs bootstrap.py registers), where each
+  # cell's database and message queue are in nova's API database: this cloud's ports and paths.
+  mariadb --defaults-file="$state/etc/mysql/my.cnf" -u root -e "
+    UPDATE keystone.endpoint AS e JOIN keystone.service AS s ON e.service_id = s.id SET e.url = CASE s.type
+      WHEN 'identity' THEN '$(keystone_url)/v3/'
+      WHEN 'placement' THEN 'http://127.0.0.1:$PLACEMENT_PORT'
+      WHEN 'image' THEN 'http://127.0.0.1:$GLANCE_PORT'
+      WHEN 'compute' THEN 'http://127.0.0.1:$NOVA_PORT/v2.1'
+      WHEN 'network' THEN 'http://127.0.0.1:$NEUTRON_PORT'
+      ELSE e.url END;
+    UPDATE nova_api.cell_mappings SET database_connection = '$(db_url nova_cell0)' WHERE name = 'cell0';
+    UPDATE nova_api.cell_mappings SET database_connection = '$(db_url nova)',
       transport_url = 'rabbit://guest:guest@127.0.0.1:$AMQP_PORT/' WHERE name = 'cell1';"
 }
 
 fernet_key() { head -c 32 /dev/urandom | base64 | tr '+/' '-_'; }
 
-init_keystone() {
-  local dir key url
-  url="$(keystone_url)/v3/"
-  # what `keystone-manage fernet_setup` and `credential_setup` write, without two interpreter start-ups
+# What `keystone-manage fernet_setup` and `credential_setup` write, without two interpreter start-ups.
+fernet_keys() {
+  local dir key
   for dir in fernet-keys fernet-receipts credential-keys; do
     mkdir -m 700 "$state/etc/keystone/$dir"
     for key in 0 1; do
       (umask 077 && fernet_key >"$state/etc/keystone/$dir/$key")
     done
   done
-  # the password comes from the environment, not the command line (visible in ps)
-  OS_BOOTSTRAP_PASSWORD=$LOCAL_CLOUD_ADMIN_PASSWORD run_logged "keystone bootstrap" \
-    "$state/logs/keystone-bootstrap.log" "$venv/bin/keystone-manage" \
-    --config-file "$state/etc/keystone/keystone.conf" bootstrap --bootstrap-region-id RegionOne \
-    --bootstrap-admin-url "$url" --bootstrap-internal-url "$url" --bootstrap-public-url "$url"
 }
 
 cmd_up() {
@@ -676,7 +707,7 @@ cmd_up() {
   log "starting a fresh cloud in $state"
   # a failed start leaves nothing running behind
   trap 'log "start failed; stopping what was started"; stop_all' EXIT
-  write_cloud_env
+  write_cloud_env "$(dbtemplate_dir)/passwords.env"
   load_cloud_env
   write_mariadb_config
   write_rabbit_config
@@ -686,17 +717,14 @@ cmd_up() {
   start_epmd
   start_rabbitmq
   restore_databases
-  # The API services start while keystone is bootstrapped: the interpreters' start-up is most of the
-  # wait, and they only need keystone once requests arrive.
+  fernet_keys
   start_keystone
   start_services
-  init_keystone
   wait_for keystone 120 curl -sf -o /dev/null "$(keystone_url)/v3"
-  log "keystone up ($((SECONDS - start))s); registering services and project demo"
-  "$venv/bin/python" "$files/bootstrap.py" register >>"$state/logs/bootstrap.log" 2>&1 ||
-    die "registering services failed; see $state/logs/bootstrap.log"
   wait_for rabbitmq 120 rabbit_ready
-  log "starting nova conductor, scheduler, compute ($((SECONDS - start))s)"
+  # nova's conductor and scheduler create their placement client at start (fatal if keystone does not
+  # answer), nova-compute registers itself in placement at start: after keystone
+  log "keystone and rabbitmq up ($((SECONDS - start))s); starting nova conductor, scheduler, compute"
   start_nova_services
   run_logged "waiting for nova-compute, seeding flavors, image, network" "$state/logs/bootstrap-ready.log" \
     "$venv/bin/python" "$files/bootstrap.py" ready "$t0" "$state/data/nova/compute_id"

@@ -1,6 +1,8 @@
 """Seed and wait for the local cloud; run by hack/local-cloud.sh with the cloud's own virtualenv.
 
     bootstrap.py register    service project, service users, catalog, project `demo` with user `demo`
+                             (once, into the database template every `up` copies; `up` rewrites the
+                             catalog's URLs to its own ports)
     bootstrap.py ready T0    wait until a nova-compute started after T0 is up, mapped and in placement,
                              write its node uuid to the compute_id file, then seed flavors, image, network
 

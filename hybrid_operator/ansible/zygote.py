@@ -245,6 +245,33 @@ def fresh_event_contexts() -> int:
     return found
 
 
+# The action plugins behind the builtin tasks roles use most. Ansible loads action plugins in its worker
+# processes, one fork per task, so the warm-up playbook loading them does not help the runs that follow;
+# loaded here, in the zygote itself, every worker of every run inherits them.
+WORKER_ACTIONS = (
+    "ansible.legacy.normal",  # every module task without an action plugin of its own
+    "ansible.builtin.command",
+    "ansible.builtin.debug",
+    "ansible.builtin.set_fact",
+    "ansible.builtin.assert",
+    "ansible.builtin.fail",
+    "ansible.builtin.template",
+    "ansible.builtin.copy",
+    "ansible.builtin.include_vars",
+)
+
+
+def preload_worker_plugins() -> None:
+    """Load in this process what Ansible's workers would otherwise load for every task: the builtin
+    Jinja2 filters and tests (all of them, the first time any is used) and the common action plugins."""
+    from ansible.plugins.loader import action_loader, filter_loader, test_loader
+
+    filter_loader.get("ansible.builtin.to_json")
+    test_loader.get("ansible.builtin.truthy")
+    for name in WORKER_ACTIONS:
+        action_loader.get(name, class_only=True)
+
+
 # ------------------------------------------------------------------------------------------- one run
 
 
@@ -422,6 +449,7 @@ class Zygote:
         run = request["run"]
         if self.warm_up_mode == "zygote":
             rc = self._warm_up_here(run)
+            preload_worker_plugins()
         elif self.warm_up_mode == "child":
             rc = self._warm_up_in_child(run)
         else:
