@@ -120,8 +120,13 @@ def disk_usage(dirs: list[Path]) -> Result:
     return {"files": files, "dirs": directories, "bytes": apparent, "allocated_bytes": allocated}
 
 
-def apiserver_requests(cluster: Cluster) -> float:
-    return metric_sum(cluster.apiserver_metrics(), "apiserver_request_total")
+def apiserver_requests(cluster: Cluster, group: str = TRIVIAL.group) -> tuple[float, float]:
+    """Requests the API server has served so far: all of them, and those on ``group``'s resources."""
+    text = cluster.apiserver_metrics()
+    in_group = f'group="{group}"'
+    return metric_sum(text, "apiserver_request_total"), metric_sum(
+        text, "apiserver_request_total", lambda labels: in_group in labels
+    )
 
 
 @contextlib.contextmanager
@@ -292,9 +297,9 @@ def idle_baseline(ctx: Context) -> Result:
     """API requests the cluster serves in one idle window with no contender running."""
     idle = ctx.settings.p3_idle
     say(f"p3 baseline: {idle:.0f} s with no operator running")
-    before = apiserver_requests(ctx.cluster)
+    before, _ = apiserver_requests(ctx.cluster)
     time.sleep(idle)
-    after = apiserver_requests(ctx.cluster)
+    after, _ = apiserver_requests(ctx.cluster)
     return {"seconds": idle, "apiserver_requests": after - before}
 
 
@@ -313,9 +318,9 @@ def p3(ctx: Context, contender: Contender) -> Result:
             tracker.stop()  # the bench itself makes no API requests during the idle window
         say(f"p3 {contender.name}: {len(done)}/{count} Successful; idle window {idle:.0f} s")
         time.sleep(ctx.settings.settle)
-        api0, client0, use0 = apiserver_requests(ctx.cluster), op.client_requests(), op.usage()
+        (api0, kind0), client0, use0 = apiserver_requests(ctx.cluster), op.client_requests(), op.usage()
         time.sleep(idle)
-        use1, client1, api1 = op.usage(), op.client_requests(), apiserver_requests(ctx.cluster)
+        use1, client1, (api1, kind1) = op.usage(), op.client_requests(), apiserver_requests(ctx.cluster)
         pss = op.pss_bytes()
         baseline = (ctx.idle_baseline or {}).get("apiserver_requests")
         raw = api1 - api0
@@ -331,6 +336,7 @@ def p3(ctx: Context, contender: Contender) -> Result:
             "idle_cpu_seconds": use1.cpu_seconds - use0.cpu_seconds,
             "apiserver_requests_raw": raw,
             "apiserver_requests": raw - baseline if baseline is not None else None,
+            "apiserver_requests_kind": kind1 - kind0,
             "client_requests": client1 - client0 if client0 is not None and client1 is not None else None,
             "peak_rss_bytes": op.sampler.peak_rss_bytes,
             "alive": op.alive(),

@@ -312,6 +312,7 @@ cmd_up() {
     --bind-address 127.0.0.1 --secure-port "$kcm_port" \
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
     --use-service-account-credentials=true \
+    --node-monitor-grace-period 5m \
     --controllers '*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller' \
     --leader-elect=false
   start_bg kube-scheduler "$state/logs/kube-scheduler.log" "$k8s_bin/kube-scheduler" \
@@ -324,6 +325,7 @@ cmd_up() {
     --config "$kwok_bin/stages.yaml" \
     --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --node-lease-duration-seconds 40 \
     --cidr 10.0.0.1/16 --node-ip 10.0.0.1 \
     --server-address "127.0.0.1:$kwok_port"
 

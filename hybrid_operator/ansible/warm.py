@@ -364,11 +364,11 @@ class WarmExecutor:
         _write_command(artifact_dir, config)
         try:
             zygote = self._zygote_for_run()
+            cold = self._needs_cold_start(request, config.env, zygote.env)
+            pending = zygote.submit(_run_spec(config, artifact_dir, cold))
         except ZygoteError as exc:
             log.error("no warm Ansible process to run in: %s", exc, extra={"run_id": request.run_id})
             return 1, "failed", f"could not run Ansible: {exc}"
-        run = _run_spec(config, artifact_dir, cold=self._needs_cold_start(request, config.env, zygote.env))
-        pending = zygote.submit(run)
         limit = config.job_timeout + LOST_RUN_GRACE if config.job_timeout else None
         if not pending.done.wait(limit):
             zygote.abandon(pending)
@@ -401,19 +401,20 @@ class WarmExecutor:
             if self._closed:
                 raise ZygoteError("the executor is closed")
             zygote = self._zygote
-            if zygote is not None and zygote.error and zygote.ready.is_set():
+            if zygote is not None and zygote.error:  # it failed to start, or died since
                 if zygote.unsupported:
                     raise ZygoteError(zygote.error)
-                if time.monotonic() - self._failed_at > RESTART_BACKOFF:
-                    log.warning("the warm Ansible process failed (%s); starting a new one", zygote.error)
-                    zygote.stop()
-                    zygote = None
+                if time.monotonic() - self._failed_at < RESTART_BACKOFF:  # do not start one per run
+                    raise ZygoteError(f"{zygote.error} (starting another one shortly)")
+                log.warning("the warm Ansible process failed (%s); starting a new one", zygote.error)
+                zygote.stop()
+                zygote = None
             if zygote is None:
                 zygote = self._start_zygote()
         try:
             zygote.wait_ready(timeout)
         except ZygoteError:
-            self._failed_at = time.monotonic()
+            self._failed_at = time.monotonic()  # a start failed: the next runs fail fast for a while
             raise
         return zygote
 

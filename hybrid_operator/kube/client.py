@@ -159,6 +159,8 @@ class Kube:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
                         yield json.loads(line)
+        except urllib3.exceptions.HTTPError as exc:  # the stream broke: the caller resumes from its last version
+            raise ApiError(0, f"watch stream interrupted: {exc}") from exc
         finally:
             response.release_conn()
 
@@ -187,7 +189,7 @@ class Kube:
                 body=json.dumps(body).encode() if body is not None else None,
                 headers=headers,
                 preload_content=False,
-                timeout=urllib3.Timeout(*timeout) if isinstance(timeout, tuple) else timeout,
+                timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]) if isinstance(timeout, tuple) else timeout,
                 retries=False,
             )
         except urllib3.exceptions.HTTPError as exc:

@@ -177,13 +177,17 @@ def direct_event(auth: dict[str, Any], involved: dict[str, Any], event: dict[str
 
 
 def _call(api: Any, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
-    response = api.call_api(
-        path,
+    """One REST call with the client's own connection pool and credentials (stable across client versions)."""
+    headers = {"Accept": "application/json", "Content-Type": content_type}
+    api.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
+    response = api.rest_client.pool_manager.request(
         method,
-        body=body,
-        header_params={"Content-Type": content_type, "Accept": "application/json"},
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _return_http_data_only=True,
+        api.configuration.host + path,
+        body=json.dumps(body).encode() if body is not None else None,
+        headers=headers,
+        preload_content=True,
+        retries=False,
     )
+    if response.status >= 400:
+        raise RuntimeError(f"API server answered {response.status}: {response.data.decode(errors='replace')[:500]}")
     return json.loads(response.data or b"{}")
