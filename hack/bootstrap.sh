@@ -14,9 +14,11 @@ log() { printf '[bootstrap] %s\n' "$*" >&2; }
 stamp="$venv/.installed-$(sha256sum "$root/pyproject.toml" | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   log "installing the project and its dependencies into $venv (first time: a few minutes)"
-  [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip >&2
-  "$venv/bin/python" -m pip install -q -e "$root[test]" >&2
+  # -P: never put the working directory first on sys.path: the repo's operator.py would shadow the
+  # standard library's `operator` module.
+  [ -x "$venv/bin/python" ] || "$python" -P -m venv "$venv"
+  "$venv/bin/python" -P -m pip install -q --upgrade pip >&2
+  "$venv/bin/python" -P -m pip install -q -e "$root[test]" >&2
   rm -f "$venv"/.installed-*
   touch "$stamp"
   log "installed"

@@ -109,7 +109,7 @@ class ModuleServer:
             os.unlink(self.socket_path)
         write_client(self.client, self.socket_path)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "hybrid_operator.ansible.modserver", self.socket_path, ",".join(self.preload)],
+            [sys.executable, "-P", "-m", "hybrid_operator.ansible.modserver", self.socket_path, ",".join(self.preload)],
             env={**os.environ, **(env or {})},
             stdin=subprocess.DEVNULL,
         )

@@ -132,7 +132,7 @@ class Zygote:
         cwd.mkdir(parents=True, exist_ok=True, mode=0o700)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         with (self.home / "zygote.log").open("ab") as log_file:
-            command = [sys.executable, "-m", "hybrid_operator.ansible.zygote", "--fd", str(theirs.fileno())]
+            command = [sys.executable, "-P", "-m", "hybrid_operator.ansible.zygote", "--fd", str(theirs.fileno())]
             self.proc = subprocess.Popen(
                 [*command, "--warm-up", self.warm_up],
                 env=self.env,
