@@ -86,7 +86,7 @@ class Tools:
 def warm_import_problem(python: str = sys.executable) -> str | None:
     """Why the warm executor cannot be used, or None. Checked in a fresh interpreter."""
     proc = subprocess.run(
-        [python, "-c", "from hybrid_operator.ansible.warm import WarmExecutor"],
+        [python, "-P", "-c", "from hybrid_operator.ansible.warm import WarmExecutor"],
         capture_output=True,
         text=True,
         check=False,

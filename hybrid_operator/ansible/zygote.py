@@ -13,9 +13,15 @@ Why the warm-up runs in the zygote and not in a forked child: a child's warm-up 
 as a fresh import (measured: ~0.4 s of CPU per run either way), because most of a run's start-up cost is
 Ansible parsing YAML once per process (``ansible.builtin``'s routing table, every loaded plugin's
 documentation for its options) into in-memory caches. After a warm-up in the zygote a trivial run costs
-~0.08 s of CPU. The price is the process-wide state one run leaves behind; ``PRIVATE_STATE`` lists what
+~0.1 s of CPU. The price is the process-wide state one run leaves behind; ``PRIVATE_STATE`` lists what
 is reset, the zygote refuses to serve if that state is not where this code expects it, and
-``tests/unit/ansible/test_warm_private_state.py`` fails when an ansible-core release moves it.
+``tests/unit/ansible/test_warm_private_state.py`` fails when an ansible-core release moves it. For the
+same reason the zygote also loads what Ansible's workers (one fork per task) would load for every task:
+the builtin Jinja2 filters and tests and the common action plugins (``preload_worker_plugins``).
+
+A run that outlives its timeout is stopped in two stages: SIGTERM to its ``ansible-playbook``, which
+Ansible forwards to its workers, then SIGKILL to every process group of its process tree (each worker
+makes its own; killing the run's group alone, as ansible-runner does, leaves the module running).
 
 Protocol: one JSON object per line over a Unix stream socket.
 
@@ -25,7 +31,7 @@ Protocol: one JSON object per line over a Unix stream socket.
 - zygote -> executor: ``{"op": "ready", "pid", "ansible_version", "seconds"}`` or ``{"op": "fatal",
   "error"}``; per run ``{"op": "started", "id", "pid"}`` then ``{"op": "exited", "id", "rc", "timed_out", "cpu"}``.
 
-End of file on the socket stops the zygote; it kills the sessions of the runs still going first.
+End of file on the socket stops the zygote, after it has stopped the runs still going.
 """
 
 from __future__ import annotations
@@ -369,6 +375,7 @@ def process_groups(leader: int) -> set[int]:
         for child in children.get(stack.pop(), []):
             groups.add(group_of[child])
             stack.append(child)
+    groups.discard(os.getpgrp())  # never our own (a run cannot be in it: it made its own session)
     return groups
 
 
