@@ -251,19 +251,16 @@ class Tracker:
         self._stop.set()
         self._thread.join(15)
 
-    def count(self) -> int:
+    def snapshot(self) -> dict[str, float]:
+        """A copy of ``first`` that the watch thread cannot change under the caller."""
         with self._cond:
-            return len(self.first)
+            return dict(self.first)
 
     def wait_for(self, name: str, timeout: float) -> float | None:
         """When ``name`` first met the predicate; None after ``timeout`` or once it shows a failure."""
         with self._cond:
             self._cond.wait_for(lambda: name in self.first or name in self.failed, timeout)
             return self.first.get(name)
-
-    def wait_count(self, count: int, timeout: float) -> bool:
-        with self._cond:
-            return self._cond.wait_for(lambda: len(self.first) >= count, timeout)
 
     def _see(self, obj: Obj) -> None:
         name = str(obj["metadata"]["name"])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -54,10 +55,10 @@ def binary(explicit: str | None = None) -> Path:
 
 
 def version(path: Path) -> str:
-    """The version built, and what the binary says (a build from the module proxy says "unknown")."""
+    """The version built, and the Go it was built with (a build from the module proxy calls itself "unknown")."""
     proc = subprocess.run([str(path), "version"], capture_output=True, text=True, check=False, timeout=30)
-    said = (proc.stdout or proc.stderr).strip().splitlines()
-    return f"{VERSION} ({said[0]})" if said else VERSION
+    go = re.search(r'go version: "([^"]+)"', proc.stdout + proc.stderr)
+    return f"{VERSION} (built with {go.group(1)})" if go else VERSION
 
 
 def _module_dir() -> Path:

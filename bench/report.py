@@ -219,6 +219,7 @@ def table(run: Result) -> str:
         objects = next((r.get("objects") for r in res.values() if "objects" in r), "?")
         title = f"P4 artifacts after {target} runs ({objects} objects at reconcile-period 1s)"
         out += ["", *_block(title, contenders, res, rows)]
+        out.append("  runs are counted before SIGTERM; the runs in flight then (at most one per worker) finish too")
     errors = [
         f"  {s} {c}: {r.get('error') or r.get('problem')}"
         for s, by in _flat(scen)

@@ -118,8 +118,10 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if __package__ in (None, ""):  # run as a script: make `bench` importable
-        sys.path.insert(0, str(ROOT))
+    if __package__ in (None, ""):  # run as a script: import the package `bench`, not its files one by one
+        if sys.path and Path(sys.path[0]).resolve() == ROOT / "bench":
+            del sys.path[0]
+        sys.path.append(str(ROOT))  # last: the repo's operator.py must never shadow the standard library
     from bench import report
     from bench.cluster import Cluster
     from bench.scenarios import Context, say

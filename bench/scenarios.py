@@ -266,8 +266,11 @@ def p2(ctx: Context, contender: Contender, count: int) -> Result:
             available.stop()
             reconciled.stop()
         wrong = sorted(n for n in names if deployments.get(n) != replicas[n])
-        done = [available.first[n] for n in names if n in available.first]
-        first_pass = [reconciled.first[n] for n in names if n in reconciled.first]
+        seen_available, seen_reconciled = available.snapshot(), reconciled.snapshot()
+        done = [seen_available[n] for n in names if n in seen_available]
+        first_pass = [seen_reconciled[n] for n in names if n in seen_reconciled]
+        if problem is None and wrong:
+            problem = f"{len(wrong)} Deployments missing or not at the replicas asked for, e.g. {wrong[0]}"
         seconds = max(done) - start if problem is None else None
         result: Result = {
             "count": count,
@@ -310,9 +313,10 @@ def p3(ctx: Context, contender: Contender) -> Result:
         try:
             cpu0 = op.usage().cpu_seconds
             start = time.monotonic()
-            ctx.cluster.create_many(TRIVIAL, op.namespace, [trivial_body(f"t-{i:05d}") for i in range(count)])
-            converged = tracker.wait_count(count, ctx.settings.p3_timeout)
-            done = sorted(tracker.first.values())
+            names = [f"t-{i:05d}" for i in range(count)]
+            ctx.cluster.create_many(TRIVIAL, op.namespace, [trivial_body(name) for name in names])
+            problem = _wait_names(tracker, names, ctx.settings.p3_timeout, op.alive, lambda: None)
+            done = sorted(tracker.snapshot().values())
             cpu_converge = op.usage().cpu_seconds - cpu0
         finally:
             tracker.stop()  # the bench itself makes no API requests during the idle window
@@ -327,7 +331,7 @@ def p3(ctx: Context, contender: Contender) -> Result:
         return {
             "objects": count,
             "converged": len(done),
-            "converge_seconds": done[-1] - start if converged and done else None,
+            "converge_seconds": done[-1] - start if problem is None and done else None,
             "converge_cpu_seconds": cpu_converge,
             "idle_seconds": idle,
             "rss_bytes": use1.rss_bytes,
@@ -340,6 +344,7 @@ def p3(ctx: Context, contender: Contender) -> Result:
             "client_requests": client1 - client0 if client0 is not None and client1 is not None else None,
             "peak_rss_bytes": op.sampler.peak_rss_bytes,
             "alive": op.alive(),
+            **({"problem": problem} if problem else {}),
         }
 
 

@@ -90,7 +90,7 @@ def test_a_successful_run_is_the_same(runner: RunnerExecutor, warm: WarmExecutor
     cold, forked = same_run(runner, warm, request(spec={"x": 1}))
     assert forked.succeeded and cold.succeeded
     assert (forked.ok, forked.skipped) == (8, 4)  # when: false, the rescue block, the failing loop, the sleep
-    assert forked.status == {"echoed": "", "x": 1, "mark": ""}
+    assert forked.status == {"echoed": "", "x": "1", "mark": ""}
     assert forked.conditions[0]["reason"] == "Reconciled"
     assert [e.reason for e in forked.events] == ["Warmed"]
     assert forked.requeue_after == 45
@@ -101,7 +101,7 @@ def test_modules_through_the_module_server_are_the_same(tmp_path: Path) -> None:
     warm = WarmExecutor(replace(settings(tmp_path / "warm"), module_server=True))
     try:
         _cold, forked = same_run(runner, warm, request(name="modules", spec={"x": 5, "mode": "rescued"}))
-        assert forked.succeeded and forked.status["x"] == 5
+        assert forked.succeeded and forked.status["x"] == "5"
     finally:
         warm.close()
         runner.close()
@@ -125,8 +125,8 @@ def test_jinja_in_the_spec_stays_literal(runner: RunnerExecutor, warm: WarmExecu
 
 
 def test_extra_vars_of_one_run_do_not_reach_the_next(runner: RunnerExecutor, warm: WarmExecutor) -> None:
-    assert warm.run(request(spec={"x": 1})).status["x"] == 1
-    assert warm.run(request(spec={"x": 2})).status["x"] == 2
+    assert warm.run(request(spec={"x": 1})).status["x"] == "1"
+    assert warm.run(request(spec={"x": 2})).status["x"] == "2"
     _cold, forked = same_run(runner, warm, request(spec={}))
     assert forked.status["x"] == "unset"
 
@@ -151,7 +151,7 @@ def test_runs_at_the_same_time_stay_apart(runner: RunnerExecutor, warm: WarmExec
         thread.join(300)
     baseline = outcome(runner.run(requests[0]))
     for i, result in results.items():
-        assert result.status == {"echoed": "", "x": i, "mark": f"m{i}"}
+        assert result.status == {"echoed": "", "x": str(i), "mark": f"m{i}"}
         assert outcome(result)["counts"] == baseline["counts"]
     assert outcome(results[0]) == baseline
     assert len(results) == 4
@@ -208,7 +208,7 @@ def test_a_dead_zygote_is_reported_and_replaced(tmp_path: Path) -> None:
         ready, why = warm.ready()
         assert not ready and "died" in why
         result = warm.run(request(spec={"x": 2}))
-        assert result.succeeded and result.status["x"] == 2
+        assert result.succeeded and result.status["x"] == "2"
         assert warm.ready() == (True, "ok") and warm.zygote_pid != pid
     finally:
         warm.close()
