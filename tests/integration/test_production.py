@@ -95,9 +95,11 @@ def test_not_ready_while_the_crd_is_missing(operator, tmp_path) -> None:
     role = FIXTURES / "projects" / "demo" / "roles" / "demo"
     watches.write_text(f"- version: v1\n  group: missing.hybrid-operator.dev\n  kind: Nothing\n  role: {role}\n")
     op = operator(watches, wait_ready=False)
-    wait_until(lambda: op.http(op.health_port, "/readyz")[0] == 503, 30, "readyz to answer 503")
-    _code, text = op.http(op.health_port, "/readyz")
-    assert "not served by the API server yet" in text
+    wait_until(
+        lambda: "not served by the API server yet" in op.http(op.health_port, "/readyz")[1], 90, "readyz to say why"
+    )
+    code, _text = op.http(op.health_port, "/readyz")
+    assert code == 503
     assert op.http(op.health_port, "/healthz")[0] == 200
 
 
