@@ -19,6 +19,7 @@ import logging
 import os
 import secrets
 import tempfile
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,11 +73,15 @@ class Reconciler:
         self.executor = executor
         self.recorder = recorder
         self.proxy = proxy
+        # What our own last write returned, per object: a requeue soon after it may start before the watch
+        # has delivered that write, and must not run on the status from before it.
+        self._written: dict[Key, KubeObject] = {}
+        self._written_lock = threading.Lock()
         # Per-run kubeconfigs hold the proxy's secret: a private dir, never the artifacts.
         self._kubeconfigs = Path(tempfile.mkdtemp(prefix="hybrid-operator-runs-"))
 
     def reconcile(self, key: Key, ctx: KindContext) -> Outcome:
-        obj = ctx.lookup(key.namespace, key.name)
+        obj = self._newest(key, ctx.lookup(key.namespace, key.name))
         if obj is None:
             return Outcome(succeeded=True)
         watch = ctx.watch
@@ -165,7 +170,10 @@ class Reconciler:
         def final(cur: KubeObject) -> dict[str, Any]:
             return status_mod.final_status(cur, result, manage_status=watch.manage_status, generation=seen)
 
-        self._write_status(ctx, fresh, final)
+        written = self._write_status(ctx, fresh, final)
+        with self._written_lock:
+            if written is not None:
+                self._written[key] = written
         self._record_role_events(fresh, result)
         if not result.succeeded:
             reason = status_mod.failure_reason(result)
@@ -178,6 +186,18 @@ class Reconciler:
             return Outcome(succeeded=True, requeue_after=0)  # deleted during the run: run the finalizer now
         after = [v for v in (result.requeue_after, period or None) if v is not None]
         return Outcome(succeeded=True, requeue_after=min(after) if after else None)
+
+    def _newest(self, key: Key, cached: KubeObject | None) -> KubeObject | None:
+        """The cached object, or our own later write of it if the watch has not caught up yet."""
+        with self._written_lock:
+            mine = self._written.pop(key, None) if cached is None else self._written.get(key)
+        if cached is None or mine is None:
+            return cached
+        if _resource_version(mine) > _resource_version(cached):
+            return mine
+        with self._written_lock:
+            self._written.pop(key, None)  # the cache has caught up
+        return cached
 
     def _fresh(self, ctx: KindContext, before: KubeObject) -> KubeObject | None:
         meta = before.get("metadata") or {}
@@ -213,6 +233,12 @@ class Reconciler:
     def _record_role_events(self, obj: KubeObject, result: RunResult) -> None:
         for event in result.events:
             self.recorder.record(obj, event.type, event.reason, event.message)
+
+
+def _resource_version(obj: KubeObject) -> int:
+    """resourceVersions are opaque, but etcd's are increasing integers; anything else compares as 0."""
+    raw = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return int(raw) if raw.isdigit() else 0
 
 
 def _reconcile_period(meta: Mapping[str, Any], default: float) -> float:
