@@ -37,7 +37,9 @@ trap 'kill -TERM $pid 2>/dev/null; wait $pid' INT TERM
 sleep 2
 kubectl apply -f deploy/samples/foo.yaml >&2
 if [ "$cloud" = 1 ]; then kubectl apply -f deploy/samples/vm.yaml >&2; fi
-log "applied the samples; watch them with: KUBECONFIG=$KUBECONFIG kubectl get foo,deploy${cloud:+,vm} -w"
+kinds=foo,deploy
+if [ "$cloud" = 1 ]; then kinds=foo,deploy,vm; fi
+log "applied the samples; watch them with: KUBECONFIG=$KUBECONFIG kubectl get $kinds -w"
 for _ in $(seq 60); do
   if kubectl get foo example-foo -o jsonpath='{.status.availableReplicas}' 2>/dev/null | grep -q '[1-9]'; then
     kubectl get foo,deployment >&2
