@@ -212,7 +212,7 @@ def _resolve(
             try:
                 peer_binary = peer.binary(args.peer_binary)
                 peer_pythonpath = peer.support_path(Path(sys.executable))
-                info[name] = {"version": f"ansible-operator {peer.version(peer_binary)}", "binary": str(peer_binary)}
+                info[name] = {"version": f"ansible-operator {peer.version(peer_binary)}"}
             except peer.PeerUnavailable as exc:
                 info[name] = {"version": "?", "skipped": str(exc)}
         if info[name].get("skipped"):

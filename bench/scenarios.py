@@ -382,7 +382,7 @@ def p4(ctx: Context, contender: Contender) -> Result:
             "runs_per_second": runs / seconds if seconds else None,
             "cpu_seconds": cpu,
             "cpu_per_run": cpu / runs if runs else None,
-            "where": [str(d) for d in op.artifact_dirs()],
+            "artifact_dirs": len(op.artifact_dirs()),
             **disk,
         }
 
