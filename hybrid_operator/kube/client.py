@@ -13,7 +13,7 @@ import json
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 from urllib.parse import urlencode
 
 import urllib3
@@ -24,19 +24,6 @@ from hybrid_operator.errors import TemporaryError
 from hybrid_operator.watches import GVK
 
 KubeObject = dict[str, Any]
-
-
-class ObjectMeta(TypedDict, total=False):
-    name: str
-    namespace: str
-    uid: str
-    resourceVersion: str
-    generation: int
-    labels: dict[str, str]
-    annotations: dict[str, str]
-    finalizers: list[str]
-    deletionTimestamp: str
-    ownerReferences: list[dict[str, Any]]
 
 
 class ApiError(TemporaryError):
@@ -211,9 +198,3 @@ class Kube:
         return self.request(
             "PATCH", res.path(namespace, name, sub), body=patch, content_type="application/merge-patch+json"
         )
-
-    def json_patch(self, res: Resource, namespace: str | None, name: str, patch: list[Any]) -> KubeObject:
-        return self.request("PATCH", res.path(namespace, name), body=patch, content_type="application/json-patch+json")
-
-    def create(self, res: Resource, namespace: str | None, body: Any) -> KubeObject:
-        return self.request("POST", res.path(namespace), body=body)
