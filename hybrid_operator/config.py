@@ -91,14 +91,16 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     a(
         "--executor",
         choices=("runner", "warm"),
-        default=env("HYBRID_OPERATOR_EXECUTOR", "runner"),
-        help="runner: one ansible-runner process per run (operator-sdk's way); warm: forks of a warm Ansible",
+        default=env("HYBRID_OPERATOR_EXECUTOR", "warm"),
+        help="warm (default): every run a fork of a warm Ansible; runner: one ansible-runner process per run "
+        "(operator-sdk's way; also used when the installed ansible-core is outside the warm executor's range)",
     )
     a(
         "--module-server",
         type=_bool,
         default=True,
-        help="run Ansible modules in forks of a warm process instead of a new interpreter per task",
+        help="run Ansible modules in forks of a warm process instead of a new interpreter per task "
+        "(with the warm executor: in forks of Ansible's own worker)",
     )
     a(
         "--ansible-run-timeout",

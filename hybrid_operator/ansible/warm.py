@@ -106,9 +106,10 @@ class _Pending:
 class Zygote:
     """The executor's handle on one zygote process: start it, hand it runs, learn how they ended."""
 
-    def __init__(self, home: Path, warm_up: str = "zygote") -> None:
+    def __init__(self, home: Path, warm_up: str = "zygote", modules_in_worker: bool = False) -> None:
         self.home = home
         self.warm_up = warm_up
+        self.modules_in_worker = modules_in_worker
         self.proc: subprocess.Popen[bytes] | None = None
         self.env: dict[str, str] = {}
         self.ready = threading.Event()
@@ -134,7 +135,7 @@ class Zygote:
         with (self.home / "zygote.log").open("ab") as log_file:
             command = [sys.executable, "-P", "-m", "hybrid_operator.ansible.zygote", "--fd", str(theirs.fileno())]
             self.proc = subprocess.Popen(
-                [*command, "--warm-up", self.warm_up],
+                [*command, "--warm-up", self.warm_up, *(["--modules-in-worker"] if self.modules_in_worker else [])],
                 env=self.env,
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
@@ -429,7 +430,7 @@ class WarmExecutor:
         config = _runner_config(self.setup.runner_options(request, warm_up_dir))
         artifact_dir = Path(config.artifact_dir)
         (artifact_dir / "job_events").mkdir(mode=0o700, exist_ok=True)
-        zygote = Zygote(self.home, self.warm_up)
+        zygote = Zygote(self.home, self.warm_up, modules_in_worker=self.settings.module_server)
         zygote.start(dict(config.env), _run_spec(config, artifact_dir, cold=False))
         self._zygote = zygote
         return zygote

@@ -55,6 +55,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hybrid_operator.ansible import inworker
+
 # The ansible-core releases whose process-wide state this module knows how to reset (pyproject pins the same).
 SUPPORTED_ANSIBLE = ((2, 18), (2, 20))  # >= first, < second
 TIMED_OUT_RC = 254  # what ansible-runner reports for a run it killed at its timeout
@@ -411,9 +413,10 @@ class _Running:
 
 
 class Zygote:
-    def __init__(self, sock: socket.socket, warm_up: str) -> None:
+    def __init__(self, sock: socket.socket, warm_up: str, modules_in_worker: bool = False) -> None:
         self.sock = sock
         self.warm_up_mode = warm_up
+        self.modules_in_worker = modules_in_worker
         self.running: dict[int, _Running] = {}
         self._buffer = b""
         self._wake_r, self._wake_w = os.pipe()
@@ -461,6 +464,10 @@ class Zygote:
             rc = self._warm_up_in_child(run)
         else:
             rc = 0
+        if rc == 0 and self.modules_in_worker:
+            inworker.install(os.path.join(self.tmp_root, inworker.SHARED_CACHE_DIR))
+            inworker.preload()
+            gc.collect()
         if rc != 0:
             raise RuntimeError(f"the warm-up playbook failed (exit code {rc}); its output is in {run['output']}")
         problems = private_state_problems(populated=self.warm_up_mode == "zygote")
@@ -614,9 +621,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hybrid_operator.ansible.zygote")
     parser.add_argument("--fd", type=int, required=True, help="the inherited socket to the executor")
     parser.add_argument("--warm-up", choices=("zygote", "child", "none"), default="zygote")
+    parser.add_argument("--modules-in-worker", action="store_true", help="run modules in Ansible's workers")
     args = parser.parse_args(argv)
     sock = socket.socket(fileno=args.fd)
-    zygote = Zygote(sock, args.warm_up)
+    zygote = Zygote(sock, args.warm_up, modules_in_worker=args.modules_in_worker)
     try:
         zygote.start()
     except Exception as exc:

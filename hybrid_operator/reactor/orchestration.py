@@ -346,7 +346,13 @@ def run_operator(config: Config, watches: list[Watch], probes: Probes, stopping:
 def _executor(kind: str, settings: ExecutorSettings) -> Executor:
     if kind == "warm":
         from hybrid_operator.ansible.warm import WarmExecutor  # type: ignore[import-not-found,unused-ignore]
+        from hybrid_operator.ansible.zygote import UnsupportedAnsible, check_version
 
+        try:
+            check_version()
+        except UnsupportedAnsible as exc:
+            log.warning("%s; using the runner executor instead", exc)
+            return RunnerExecutor(settings)
         executor: Executor = WarmExecutor(settings)
         return executor
     return RunnerExecutor(settings)

@@ -107,6 +107,34 @@ def test_modules_through_the_module_server_are_the_same(tmp_path: Path) -> None:
         runner.close()
 
 
+def test_modules_in_the_worker_are_the_same(tmp_path: Path) -> None:
+    """Stock modules (a new interpreter each) against modules run in the warm executor's workers."""
+    runner = RunnerExecutor(settings(tmp_path / "runner"))
+    warm = WarmExecutor(replace(settings(tmp_path / "warm"), module_server=True))
+    dirs = {"runner": tmp_path / "out-runner", "warm": tmp_path / "out-warm"}
+    for path in dirs.values():
+        path.mkdir()
+    try:
+        for name, spec in (("modules", {"x": 3}), ("dying", {"mode": "die"})):
+            req = replace(request(name=name, spec=spec), role="modules")
+            cold = runner.run(replace(req, env={**req.env, "MODULES_DIR": str(dirs["runner"])}))
+            forked = warm.run(replace(req, env={**req.env, "MODULES_DIR": str(dirs["warm"])}))
+            assert outcome(forked) == outcome(cold)
+            assert forked.succeeded, forked.failed_tasks
+        status = forked.status
+        assert status["command"] == "out from-the-task|err|0" and status["failing"] == "3|nope"
+        assert status["copied"] is True and status["size"] == len("x=unset\n")
+        assert status["k8s"].startswith("True|")
+        assert status["killed"].startswith("137|Module result deserialization failed")
+        where = warm.run(replace(request(name="where", spec={"mode": "where"}), role="modules"))
+        assert "hybrid_operator.ansible.zygote" in where.status["where"]  # the module ran in a worker's fork
+        cold_where = runner.run(replace(request(name="where", spec={"mode": "where"}), role="modules"))
+        assert "zygote" not in cold_where.status["where"]
+    finally:
+        warm.close()
+        runner.close()
+
+
 def test_a_failed_run_is_the_same(runner: RunnerExecutor, warm: WarmExecutor) -> None:
     cold, forked = same_run(runner, warm, request(name="broken", spec={"mode": "fail"}))
     assert not forked.succeeded and forked.rc == 2
@@ -170,10 +198,11 @@ def _processes_with(args: list[str]) -> list[int]:
     return found
 
 
-def test_a_timeout_kills_the_whole_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("modules_in_worker", [False, True])
+def test_a_timeout_kills_the_whole_run(tmp_path: Path, modules_in_worker: bool) -> None:
     seconds = "47.31"  # an argument no other process has: how we find the module's `sleep`
     spec = {"mode": "sleep", "sleepSeconds": seconds}
-    warm = WarmExecutor(settings(tmp_path / "warm", timeout=6))
+    warm = WarmExecutor(replace(settings(tmp_path / "warm", timeout=6), module_server=modules_in_worker))
     short_runner = RunnerExecutor(settings(tmp_path / "runner", timeout=6))
     try:
         warm.wait_until_ready()
