@@ -135,7 +135,9 @@ class RunSetup:
     a role, and the module server the inventory's Python points at.
     """
 
-    def __init__(self, settings: ExecutorSettings) -> None:
+    def __init__(self, settings: ExecutorSettings, module_server: bool = True) -> None:
+        """``module_server=False``: warm modules without the module server process (the warm executor
+        runs them in Ansible's workers; what cannot run there gets the real interpreter)."""
         self.settings = settings
         self.store = ArtifactStore(settings.artifacts_root, settings.artifacts_max_bytes)
         self.env = ansible_environment(settings)
@@ -144,11 +146,12 @@ class RunSetup:
         self.python = sys.executable
         self.modules: ModuleServer | None = None
         if settings.module_server:
+            self.env["ANSIBLE_PIPELINING"] = "true"  # the module arrives on stdin: no temp file per task
+        if settings.module_server and module_server:
             # A short private path: Unix socket paths are limited to about 100 bytes.
             self.modules = ModuleServer(Path(tempfile.mkdtemp(prefix="hyop-")))
             self.modules.start()
             self.python = str(self.modules.client)
-            self.env["ANSIBLE_PIPELINING"] = "true"  # the module arrives on stdin: no temp file per task
 
     def close(self) -> None:
         if self.modules is not None:

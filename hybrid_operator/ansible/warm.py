@@ -284,9 +284,10 @@ class WarmExecutor:
 
     def __init__(self, settings: ExecutorSettings) -> None:
         self.settings = settings
-        self.setup = RunSetup(settings)
+        # Modules run in Ansible's workers (``inworker``), forks of the zygote that already imported their
+        # libraries: no module server process (one fewer warm process in memory).
+        self.setup = RunSetup(settings, module_server=False)
         self.store = self.setup.store
-        self.modules = self.setup.modules
         # The zygote's own files (its log, its warm-up run): private, and outside the artifact store, which
         # would otherwise count the warm-up run as one of its own and one day delete it.
         self.home = Path(tempfile.mkdtemp(prefix="hyop-warm-"))

@@ -96,7 +96,7 @@ def test_a_successful_run_is_the_same(runner: RunnerExecutor, warm: WarmExecutor
     assert forked.requeue_after == 45
 
 
-def test_modules_through_the_module_server_are_the_same(tmp_path: Path) -> None:
+def test_modules_in_workers_match_the_module_server(tmp_path: Path) -> None:
     runner = RunnerExecutor(replace(settings(tmp_path / "runner"), module_server=True))
     warm = WarmExecutor(replace(settings(tmp_path / "warm"), module_server=True))
     try:
