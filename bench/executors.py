@@ -1,7 +1,13 @@
 """How long one reconcile run takes: ansible-runner (``RunnerExecutor``) against forks of a warm Ansible
-(``WarmExecutor``), on a trivial role, in this process. Prints numbers; never passes or fails.
+(``WarmExecutor``), in this process. Prints numbers; never passes or fails.
 
-    .venv/bin/python bench/executors.py [--runs 30] [--parallel 1] [--warm-up zygote|child|none]
+    .venv/bin/python bench/executors.py [--runs 30] [--parallel 1] [--role trivial|modules]
+        [--executors runner,runner+modserver,warm-plain,warm] [--warm-up zygote|child|none]
+
+``--role trivial`` is one ``debug`` task; ``--role modules`` is three module tasks (``stat``, ``command``
+and, when ``$KUBECONFIG`` is set, ``kubernetes.core.k8s_info``), which compares the ways a module can
+run: a new interpreter per task (``runner``, ``warm-plain``), a fork of the module server
+(``runner+modserver``), a fork of Ansible's own worker (``warm``, the default executor).
 
 Per executor: median and p90 latency of one ``run()`` (private data dir, Ansible, events, artifacts),
 throughput, and CPU seconds per run (the operator process plus every process the run started, so the
@@ -58,16 +64,39 @@ class Numbers:
 
     def line(self) -> str:
         return (
-            f"{self.name:<8} runs={len(self.latencies):<4} median={self.median * 1000:7.0f} ms  "
+            f"{self.name:<17} runs={len(self.latencies):<4} median={self.median * 1000:7.0f} ms  "
             f"p90={self.p90 * 1000:7.0f} ms  throughput={self.throughput:6.2f} runs/s  "
             f"cpu/run={self.cpu / len(self.latencies) * 1000:6.0f} ms  failed={self.failures}"
         )
 
 
+MODULES_ROLE = """---
+- name: A builtin module
+  ansible.builtin.stat:
+    path: /
+- name: A command
+  ansible.builtin.command: "true"
+  changed_when: false
+- name: A collection module that imports kubernetes
+  kubernetes.core.k8s_info:
+    kind: Namespace
+    name: default
+  when: lookup('ansible.builtin.env', 'K8S_AUTH_KUBECONFIG') | length > 0
+"""
+EXECUTORS = {  # name -> (warm executor?, module_server setting)
+    "runner": (False, False),
+    "runner+modserver": (False, True),
+    "warm-plain": (True, False),
+    "warm": (True, True),
+}
+ROLE = "trivial"
+
+
 def request(i: int) -> RunRequest:
     obj = {"apiVersion": "bench.example.com/v1", "kind": "Bench", "metadata": {"name": f"obj{i % 8}", "namespace": "b"}}
+    env = {"K8S_AUTH_KUBECONFIG": os.environ["KUBECONFIG"]} if os.environ.get("KUBECONFIG") else {}
     return RunRequest(
-        run_id=f"run{i:05d}", group="bench.example.com", version="v1", kind="Bench", obj=obj, role="trivial"
+        run_id=f"run{i:05d}", group="bench.example.com", version="v1", kind="Bench", obj=obj, role=ROLE, env=env
     )
 
 
@@ -112,54 +141,56 @@ def measure(name: str, executor: RunnerExecutor | WarmExecutor, runs: int, paral
 
 
 def main() -> int:
+    global ROLE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=30, help="runs per executor (default 30)")
     parser.add_argument("--parallel", type=int, default=1, help="worker threads calling run() at once")
     parser.add_argument("--warm-up", choices=("zygote", "child", "none"), default="zygote", help="see zygote.py")
-    parser.add_argument("--module-server", action="store_true", help="run modules through the module server")
-    parser.add_argument("--only", choices=("runner", "warm"), help="measure one executor only")
+    parser.add_argument("--role", choices=("trivial", "modules"), default="trivial", help="what each run does")
+    parser.add_argument("--executors", default="runner,warm", help=f"comma-separated, of {', '.join(EXECUTORS)}")
     args = parser.parse_args()
+    names = [n for n in args.executors.split(",") if n]
+    unknown = [n for n in names if n not in EXECUTORS]
+    if unknown:
+        parser.error(f"unknown executors: {', '.join(unknown)}")
+    ROLE = args.role
 
     scratch = Path(tempfile.mkdtemp(prefix="hyop-bench-"))
     try:
-        tasks = scratch / "roles" / "trivial" / "tasks"
-        tasks.mkdir(parents=True)
-        (tasks / "main.yml").write_text(TRIVIAL_ROLE, encoding="utf-8")
-
-        def settings(name: str) -> ExecutorSettings:
-            return ExecutorSettings(
-                artifacts_root=scratch / name, roles_paths=(scratch / "roles",), module_server=args.module_server
-            )
-
-        print(f"{args.runs} runs per executor, {args.parallel} at a time; load average {os.getloadavg()[0]:.1f}")
-        print(f"on {os.cpu_count()} CPUs; python {sys.version.split()[0]}")
+        for role, text in (("trivial", TRIVIAL_ROLE), ("modules", MODULES_ROLE)):
+            tasks = scratch / "roles" / role / "tasks"
+            tasks.mkdir(parents=True)
+            (tasks / "main.yml").write_text(text, encoding="utf-8")
+        print(f"role {args.role}: {args.runs} runs per executor, {args.parallel} at a time")
+        print(f"on {os.cpu_count()} CPUs; python {sys.version.split()[0]}; load average {os.getloadavg()[0]:.1f}")
         measured: dict[str, Numbers] = {}
-        if args.only != "warm":
-            runner = RunnerExecutor(settings("runner"))
-            try:
-                measured["runner"] = measure("runner", runner, args.runs, args.parallel)
-            finally:
-                runner.close()
-            print(measured["runner"].line())
-        if args.only != "runner":
-            WarmExecutor.warm_up = args.warm_up
-            started = time.monotonic()
-            warm = WarmExecutor(settings("warm"))
-            try:
-                version = warm.wait_until_ready(START_TIMEOUT)
-                print(f"warm     zygote ready in {time.monotonic() - started:.2f} s (ansible-core {version})")
-                measured["warm"] = measure("warm", warm, args.runs, args.parallel)
-            finally:
-                warm.close()
-            print(measured["warm"].line())
-        if len(measured) == 2:
-            runner_numbers, warm_numbers = measured["runner"], measured["warm"]
-            print(
-                f"ratio    median x{runner_numbers.median / warm_numbers.median:.1f}  "
-                f"p90 x{runner_numbers.p90 / warm_numbers.p90:.1f}  "
-                f"throughput x{warm_numbers.throughput / runner_numbers.throughput:.1f}  "
-                f"cpu/run x{runner_numbers.cpu / warm_numbers.cpu:.1f}  (runner / warm)"
+        WarmExecutor.warm_up = args.warm_up
+        for name in names:
+            warm, module_server = EXECUTORS[name]
+            settings = ExecutorSettings(
+                artifacts_root=scratch / name, roles_paths=(scratch / "roles",), module_server=module_server
             )
+            executor: RunnerExecutor | WarmExecutor
+            if warm:
+                started = time.monotonic()
+                executor = WarmExecutor(settings)
+                version = executor.wait_until_ready(START_TIMEOUT)
+                print(f"{name:<17} zygote ready in {time.monotonic() - started:.2f} s (ansible-core {version})")
+            else:
+                executor = RunnerExecutor(settings)
+            try:
+                measured[name] = measure(name, executor, args.runs, args.parallel)
+            finally:
+                executor.close()
+            print(measured[name].line())
+        if names and names[0] in measured:
+            base = measured[names[0]]
+            for name in names[1:]:
+                other = measured[name]
+                print(
+                    f"{name:<17} vs {names[0]}: median x{base.median / other.median:.1f}  "
+                    f"throughput x{other.throughput / base.throughput:.1f}  cpu/run x{base.cpu / other.cpu:.1f}"
+                )
         print(f"load average now {os.getloadavg()[0]:.1f}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
