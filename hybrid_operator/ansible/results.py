@@ -4,14 +4,33 @@ Fed by the executors (``running``) with ansible-runner's event dicts, one at a t
 Roles ask for things through the ``hybrid_operator.util`` action plugins (``k8s_status``,
 ``requeue_after``, ``k8s_event``): their results carry a ``hybrid_operator`` key that is collected here,
 so the reactor writes status and events once, after the run, instead of every task patching the API.
+operator-sdk's own ``operator_sdk.util.requeue_after``, installed from Galaxy, is honoured the way its
+Ansible operator does it: by the task's action name and the ``period`` in its result.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 RESULT_KEY = "hybrid_operator"  # the key our action plugins put in their results
+# Task actions whose ``period`` result operator-sdk's Ansible operator takes as a requeue request.
+UPSTREAM_REQUEUE = ("operator_sdk.util.requeue_after", "requeue_after")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds in a Go duration ("90s", "1m30s", "1.5h"); None if it is not one."""
+    text = text.strip()
+    total, pos = 0.0, 0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            return None
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    return total if text and pos == len(text) else None
 
 
 @dataclass(frozen=True)
@@ -79,7 +98,10 @@ class EventCollector:
         kind = event.get("event", "")
         data = event.get("event_data") or {}
         if kind == "runner_on_ok":
-            self._collect_requests(data.get("res") or {})
+            res = data.get("res") or {}
+            self._collect_requests(res)
+            if data.get("task_action") in UPSTREAM_REQUEUE and RESULT_KEY not in res:
+                self._upstream_requeue(res)
         elif (kind == "runner_on_failed" and not data.get("ignore_errors")) or kind == "runner_on_unreachable":
             self.result.failed_tasks.append(_failed_task(data, event.get("stdout", "")))
         elif kind == "playbook_on_stats":
@@ -112,6 +134,14 @@ class EventCollector:
             )
         after = request.get("requeue_after")
         if isinstance(after, int | float) and after >= 0:
+            current = self.result.requeue_after
+            self.result.requeue_after = after if current is None else min(current, after)
+
+    def _upstream_requeue(self, res: dict[str, Any]) -> None:
+        """operator-sdk's own ``operator_sdk.util.requeue_after`` (from Galaxy) returns a Go duration in
+        ``period``; its Ansible operator reads it by the task's action name, and so do we."""
+        after = parse_duration(str(res.get("period", "")))
+        if after is not None:
             current = self.result.requeue_after
             self.result.requeue_after = after if current is None else min(current, after)
 

@@ -222,3 +222,27 @@ def test_run_result_failure_without_failed_tasks(fields: dict[str, Any], message
 
 def test_run_result_defaults_succeed() -> None:
     assert RunResult(run_id="r").succeeded
+
+
+def upstream(action: str, **res: Any) -> dict[str, Any]:
+    return {"event": "runner_on_ok", "event_data": {"task": "t", "task_action": action, "res": res}}
+
+
+@pytest.mark.parametrize(
+    ("period", "seconds"), [("5s", 5.0), ("1m30s", 90.0), ("1.5h", 5400.0), ("250ms", 0.25), ("2h0m1s", 7201.0)]
+)
+def test_upstreams_requeue_after_is_honoured(period: str, seconds: float) -> None:
+    """operator-sdk's own operator_sdk.util.requeue_after (from Galaxy) answers with a Go duration."""
+    assert collect(upstream("operator_sdk.util.requeue_after", period=period)).requeue_after == seconds
+    assert collect(upstream("requeue_after", period=period)).requeue_after == seconds
+
+
+@pytest.mark.parametrize("period", ["", "soon", "5", "-5s", "5s later", None])
+def test_upstream_requeue_without_a_go_duration_is_ignored(period: Any) -> None:
+    assert collect(upstream("operator_sdk.util.requeue_after", period=period)).requeue_after is None
+
+
+def test_period_is_read_only_from_requeue_tasks_and_ours_wins() -> None:
+    assert collect(upstream("ansible.builtin.debug", period="5s")).requeue_after is None
+    ours = upstream("operator_sdk.util.requeue_after", period="5s", hybrid_operator={"requeue_after": 7})
+    assert collect(ours).requeue_after == 7

@@ -41,6 +41,9 @@ class ActionModule(ActionBase):
                 "failed": True,
                 "msg": f"time must be a duration like 30s, 1m or 1h30m, got {raw!r}",
             }
+        # `period`, a Go duration, is what operator-sdk's Ansible operator reads from a task named
+        # operator_sdk.util.requeue_after: a role using that name requeues under either operator.
+        period = format(seconds, ".9f").rstrip("0").rstrip(".") + "s"
         if requests.owner() is None:
-            return {**result, "changed": False, "msg": "not run by the operator: nothing to requeue"}
-        return {**result, "changed": False, requests.RESULT_KEY: {"requeue_after": seconds}}
+            return {**result, "changed": False, "period": period, "msg": "not run by hybrid-operator"}
+        return {**result, "changed": False, "period": period, requests.RESULT_KEY: {"requeue_after": seconds}}
