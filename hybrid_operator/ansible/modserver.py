@@ -3,15 +3,16 @@ heavy libraries, instead of a new Python interpreter per task.
 
 Why: every module task (``kubernetes.core.k8s``, ``openstack.cloud.server``, even ``file``) normally
 costs a new interpreter plus ``import kubernetes`` or ``import openstack``: 0.7-1.3 s before the first API
-call. Here the executors point ``ansible_python_interpreter`` at a tiny client script (``write_client``)
-that starts with ``python -S -E`` (no site import: ~15 ms) and hands its argv, environment, working
+call. Here the runner executor points ``ansible_python_interpreter`` at a tiny client script
+(``write_client``) that starts with ``python -S -E`` (no site import: ~15 ms) and hands its argv, environment, working
 directory and stdin to this server over a private Unix socket. The server ``fork()``s; the child becomes
 that "python" process -- same argv, environment, cwd, stdin, stdout, stderr, exit code -- and runs the
 module exactly as the stock AnsiballZ wrapper would. Modules are unchanged and isolated from each other
 (each runs in its own short-lived process); only the imports are shared, copy-on-write. The client falls
 back to the real interpreter whenever the server is not there or the command is not a plain script run.
 
-Started and stopped by the executors in ``running`` (``ModuleServer``); the server loop itself runs as
+Started and stopped by the runner executor (``running.RunSetup``; the warm executor runs modules in its
+workers instead, see ``inworker``); the server loop itself runs as
 ``python -m hybrid_operator.ansible.modserver SOCKET``.
 """
 
