@@ -238,6 +238,7 @@ wait_for() { # description seconds command...
   done
 }
 
+# Room for 10,000 pods: the benchmark's 1,000 Foos ask for up to 3,000 (at 1,000 half of them stayed Pending).
 node_manifest() {
   cat <<'YAML'
 apiVersion: v1
@@ -247,8 +248,8 @@ metadata:
   annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
   labels: {kubernetes.io/hostname: kwok-node-0, kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok}
 status:
-  allocatable: {cpu: "64", memory: 256Gi, pods: "1000"}
-  capacity: {cpu: "64", memory: 256Gi, pods: "1000"}
+  allocatable: {cpu: "64", memory: 256Gi, pods: "10000"}
+  capacity: {cpu: "64", memory: 256Gi, pods: "10000"}
 YAML
 }
 
