@@ -41,6 +41,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from hybrid_operator.ansible.modserver import exit_status
+
 # The wrapper ansible-core writes ends with ``_ansiballz_main(... module_fqn='<name>', ...)``, one argument
 # per line (ansible/executor/module_common.py).
 _MODULE_FQN = re.compile(rb"^module_fqn=(['\"])([A-Za-z0-9_.]+)\1,$", re.MULTILINE)
@@ -122,14 +124,7 @@ def _child(wrapper: bytes, env: dict[str, str], cwd: str | None, out_fd: int, er
         exec(code, main.__dict__)  # this process *is* the interpreter the wrapper was written for
         rc = 0
     except SystemExit as exc:
-        if exc.code is None:
-            rc = 0
-        elif isinstance(exc.code, int):
-            rc = exc.code
-        else:
-            with contextlib.suppress(Exception):
-                print(exc.code, file=sys.stderr)
-            rc = 1
+        rc = exit_status(exc)
     except BaseException:
         with contextlib.suppress(Exception):
             import traceback

@@ -150,6 +150,17 @@ def _recv_exact(conn: socket.socket, size: int) -> bytes:
     return bytes(buf)
 
 
+def exit_status(exc: SystemExit) -> int:
+    """The exit status the interpreter gives a ``SystemExit``; a message as its code goes to stderr."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    with contextlib.suppress(Exception):
+        print(exc.code, file=sys.stderr)
+    return 1
+
+
 def _run_child(conn: socket.socket, header: dict[str, object], stdin_data: bytes) -> None:
     """In the forked child: become `python ARGV` with the client's env, cwd and stdin; report back."""
     # Plain files, not context managers: this process ends in os._exit below, the kernel closes them.
@@ -175,13 +186,7 @@ def _run_child(conn: socket.socket, header: dict[str, object], stdin_data: bytes
             code = compile(stdin_data, "<stdin>", "exec")
             exec(code, {"__name__": "__main__", "__builtins__": __builtins__})  # this *is* the interpreter
     except SystemExit as exc:
-        if exc.code is None:
-            rc = 0
-        elif isinstance(exc.code, int):
-            rc = exc.code
-        else:
-            print(exc.code, file=sys.stderr)
-            rc = 1
+        rc = exit_status(exc)
     except BaseException:
         traceback.print_exc()
         rc = 1
