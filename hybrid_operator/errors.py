@@ -26,3 +26,16 @@ class TemporaryError(OperatorError):
 
 class PermanentError(OperatorError):
     """Retrying will not help until the object changes: reported on the object, not retried."""
+
+
+class InvalidObject(PermanentError):
+    """The object itself cannot be run (a reserved spec name, an annotation out of bounds, too deep).
+
+    ``reason`` is the CamelCase reason of its Failure condition and Warning Event; ``message`` names
+    each offending field as the user wrote it. No run, and no retry until the object changes.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message

@@ -134,13 +134,13 @@ def failure_reason(result: RunResult) -> str:
     return REASON_FAILED
 
 
-def error_status(obj: Mapping[str, Any], message: str) -> dict[str, Any]:
-    """Failure=True for problems found before any run (e.g. an unparsable reconcile-period annotation)."""
+def error_status(obj: Mapping[str, Any], message: str, reason: str = REASON_FAILED) -> dict[str, Any]:
+    """Failure=True for problems found before any run (a reserved spec key, an annotation out of bounds)."""
     stamp = now()
     generation = (obj.get("metadata") or {}).get("generation")
     conditions = _conditions(obj)
     for cond in (
-        _condition(FAILURE, "True", REASON_FAILED, message, generation),
+        _condition(FAILURE, "True", reason, message, generation),
         _condition(SUCCESSFUL, "False", "", "", generation),
     ):
         conditions = set_condition(conditions, cond, stamp)

@@ -9,6 +9,7 @@ data (``__ansible_unsafe``), never as templates, unless the watch opts out with 
 from __future__ import annotations
 
 import json
+import keyword
 import os
 import re
 import sys
@@ -104,6 +105,38 @@ def mark_unsafe(value: Any) -> Any:
 def object_var_name(group: str, kind: str) -> str:
     """``_<group>_<kind>`` with dots and dashes made underscores, e.g. ``_cache_example_com_memcached``."""
     return re.sub(r"[.\-]", "_", f"_{group}_{kind.lower()}")
+
+
+OPERATOR_VARS = ("ansible_operator_meta",)  # with ``_<group>_<kind>`` and ``_<group>_<kind>_spec``
+_PYTHON_KEYWORDS = frozenset(keyword.kwlist)
+
+
+def refused_spec_names(
+    spec: Mapping[str, Any], *, group: str, kind: str, snake_case: bool, reserved: frozenset[str]
+) -> list[str]:
+    """The spec keys, as the user wrote them, whose variable name the spec may not set.
+
+    A spec key becomes a top-level extra var, which beats every other variable in Ansible; so the name
+    it becomes (after snake_case when the watch asks for it) must not be one of Ansible's own
+    (``ansible_*``, its reserved and magic names in ``reserved``), the operator's
+    (``ansible_operator_meta``, ``_<group>_<kind>``, ``_<group>_<kind>_spec``), a role's internals
+    (``_`` first, by convention), or something Ansible cannot take as a variable name at all.
+    """
+    obj_var = object_var_name(group, kind)
+    own = {*OPERATOR_VARS, obj_var, f"{obj_var}_spec"}
+    refused = []
+    for key in spec:
+        name = to_snake(str(key)) if snake_case else str(key)
+        if (
+            name in own
+            or name in reserved
+            or name.lower().startswith("ansible_")
+            or name.startswith("_")
+            or not (name.isascii() and name.isidentifier())
+            or name in _PYTHON_KEYWORDS
+        ):
+            refused.append(str(key))
+    return refused
 
 
 def build_extravars(

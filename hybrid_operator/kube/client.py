@@ -21,6 +21,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from hybrid_operator.errors import TemporaryError
+from hybrid_operator.kube import jsondecoding
 from hybrid_operator.watches import GVK
 
 KubeObject = dict[str, Any]
@@ -133,7 +134,7 @@ class Kube:
             data = response.data
         finally:
             response.release_conn()
-        return json.loads(data) if data else {}
+        return jsondecoding.loads(data) if data else {}
 
     def stream(self, path: str, query: Mapping[str, Any], timeout: float) -> Iterator[dict[str, Any]]:
         """A watch: yields each event dict as the server sends it, until the server closes the stream."""
@@ -145,7 +146,7 @@ class Kube:
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        yield json.loads(line)
+                        yield jsondecoding.loads(line)
         except urllib3.exceptions.HTTPError as exc:  # the stream broke: the caller resumes from its last version
             raise ApiError(0, f"watch stream interrupted: {exc}") from exc
         finally:

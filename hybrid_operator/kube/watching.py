@@ -53,6 +53,8 @@ class Informer:
         self._lock = threading.Lock()
         self._rv = ""
         self._gvk = str(resource.gvk)
+        self._failures = 0  # consecutive failed lists or watches
+        self._last_error = ""
 
     # -- the store -------------------------------------------------------------------------------------
 
@@ -67,6 +69,14 @@ class Informer:
     def __len__(self) -> int:
         return len(self._store)
 
+    def health(self, threshold: int = 3) -> tuple[bool, str]:
+        """Failing once is normal (a stream ends, the server restarts); failing ``threshold`` times in a row
+        is not, and the reason is what the probe shows."""
+        if self._failures >= threshold:
+            where = f"{self._gvk} in {self.namespace or 'all namespaces'}"
+            return False, f"watch of {where} failed {self._failures} times in a row: {self._last_error}"
+        return True, "ok"
+
     # -- the loop --------------------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
@@ -78,24 +88,43 @@ class Informer:
                     self._relist()
                     need_list = False
                 self._watch(stop)
-                failures = 0
+                failures = self._failures = 0
             except ApiError as exc:
                 if exc.gone:
                     log.info("watch expired, listing again", extra={"gvk": self._gvk})
                     metrics.WATCH_RESTARTS.labels(self._gvk, "expired").inc()
                     need_list = True
                     continue
-                failures += 1
+                failures = self._failed(str(exc))
                 metrics.WATCH_RESTARTS.labels(self._gvk, "error").inc()
                 delay = min(self.backoff_cap, 0.5 * 2**failures) * random.uniform(0.8, 1.2)
                 log.warning("watch failed, retrying in %.1fs: %s", delay, exc, extra={"gvk": self._gvk})
                 stop.wait(delay)
-            except Exception:  # never let a watch thread die silently
-                failures += 1
+            except Exception as exc:  # never let a watch thread die silently
+                failures = self._failed(repr(exc)[:500])
                 metrics.WATCH_RESTARTS.labels(self._gvk, "error").inc()
                 log.exception("watch crashed, restarting", extra={"gvk": self._gvk})
                 need_list = True
                 stop.wait(min(self.backoff_cap, 0.5 * 2**failures))
+
+    def _failed(self, error: str) -> int:
+        self._failures += 1
+        self._last_error = error
+        return self._failures
+
+    def _emit(self, kind: str, old: KubeObject | None, new: KubeObject) -> None:
+        """Hand one change on; a handler that fails on one object must not stop the kind."""
+        try:
+            self.on_event(kind, old, new)
+        except Exception:
+            namespace, name = object_key(new)
+            log.exception(
+                "handling %s %s/%s failed; skipping it",
+                kind,
+                namespace,
+                name,
+                extra={"fields": {"kind": self._gvk, "namespace": namespace, "name": name}},
+            )
 
     def _relist(self) -> None:
         fresh: dict[tuple[str, str], KubeObject] = {}
@@ -119,12 +148,13 @@ class Informer:
             old_store, self._store = self._store, fresh
         for key, old in old_store.items():
             if key not in fresh:
-                self.on_event("DELETED", old, old)
+                self._emit("DELETED", old, old)
         for key, obj in fresh.items():
-            self.on_event("MODIFIED" if key in old_store else "ADDED", old_store.get(key), obj)
+            self._emit("MODIFIED" if key in old_store else "ADDED", old_store.get(key), obj)
         if not self.synced.is_set():
             log.info("synced %d objects", len(fresh), extra={"gvk": self._gvk, "namespace": self.namespace})
         self.synced.set()
+        self._failures = 0
 
     def _watch(self, stop: threading.Event) -> None:
         timeout = random.randint(240, 480)  # spread re-watches of many kinds over time
@@ -153,4 +183,4 @@ class Informer:
                 self._store.pop(key, None)
             else:
                 self._store[key] = obj
-        self.on_event(kind, old, obj)
+        self._emit(kind, old, obj)

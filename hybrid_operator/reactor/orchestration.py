@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hybrid_operator import metrics
+from hybrid_operator.annotations import operator_annotations
 from hybrid_operator.ansible.running import Executor, ExecutorSettings, RunnerExecutor
 from hybrid_operator.config import Config
 from hybrid_operator.errors import OperatorError
@@ -30,7 +31,7 @@ from hybrid_operator.kube.proxy import ApiProxy
 from hybrid_operator.kube.watching import Informer
 from hybrid_operator.reactor.dependents import DependentWatches
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
-from hybrid_operator.reactor.reconciling import PERIOD_ANNOTATION, KindContext, Reconciler
+from hybrid_operator.reactor.reconciling import KindContext, Reconciler
 from hybrid_operator.watches import Watch
 
 log = logging.getLogger(__name__)
@@ -58,10 +59,9 @@ def wants_reconcile(watch: Watch, kind: str, old: KubeObject | None, new: KubeOb
         return True
     if new_meta.get("deletionTimestamp") and not old_meta.get("deletionTimestamp"):
         return True
-    old_ann, new_ann = old_meta.get("annotations") or {}, new_meta.get("annotations") or {}
-    if old_ann.get(PERIOD_ANNOTATION) != new_ann.get(PERIOD_ANNOTATION):
-        return True
-    return watch.watch_annotations_changes and old_ann != new_ann
+    if operator_annotations(old_meta) != operator_annotations(new_meta):
+        return True  # a new reconcile period, verbosity or artifact count (or the fix of a bad one)
+    return watch.watch_annotations_changes and old_meta.get("annotations") != new_meta.get("annotations")
 
 
 def event_priority(kind: str, obj: KubeObject) -> int:
@@ -268,6 +268,15 @@ class Operator:
         unresolved = [str(w.gvk) for w in self.watches if str(w.gvk) not in self.kinds]
         if unresolved:
             return False, "kinds not served by the API server yet: " + ", ".join(unresolved)
+        failing = [
+            detail
+            for kind in self.kinds.values()
+            for inf in kind.informers.values()
+            for ok, detail in [inf.health()]
+            if not ok
+        ]
+        if failing:
+            return False, "; ".join(failing)
         waiting = [
             f"{gvk}/{ns or '*'}"
             for gvk, kind in self.kinds.items()

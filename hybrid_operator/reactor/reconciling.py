@@ -4,7 +4,8 @@ Called by the workers of ``orchestration`` with a key the queue guarantees no ot
 Short and linear, like sample-controller's syncHandler:
 
 1. read the object from the watch's cache (gone: nothing to do);
-2. work out the reconcile period (an unparsable annotation is a Failure on the object, no run);
+2. admit it (``admitting``: depth, spec names, annotations); a refused object gets a Failure condition and
+   a Warning Event naming the offending fields, and no run until it changes;
 3. finalizers: add ours before the first run; on deletion run the finalizer, or skip if it is not ours;
 4. on a new generation, say Running on the status;
 5. run the role through the executor;
@@ -26,23 +27,21 @@ from pathlib import Path
 from typing import Any
 
 from hybrid_operator import status as status_mod
+from hybrid_operator.annotations import RunSettings
+from hybrid_operator.ansible.reserved import reserved_names
 from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import Executor, RunRequest
-from hybrid_operator.durations import parse_duration
-from hybrid_operator.errors import TemporaryError
+from hybrid_operator.errors import InvalidObject, TemporaryError
 from hybrid_operator.kube import patching
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 from hybrid_operator.kube.events import EventRecorder
 from hybrid_operator.kube.proxy import ApiProxy, Owner
+from hybrid_operator.reactor import admitting
 from hybrid_operator.reactor.queueing import Key
 from hybrid_operator.watches import Watch
 
 log = logging.getLogger(__name__)
 
-ANNOTATION_PREFIX = "ansible.sdk.operatorframework.io/"
-PERIOD_ANNOTATION = ANNOTATION_PREFIX + "reconcile-period"
-VERBOSITY_ANNOTATION = ANNOTATION_PREFIX + "verbosity"
-ARTIFACTS_ANNOTATION = ANNOTATION_PREFIX + "max-runner-artifacts"
 OWNER_ENV = "HYBRID_OPERATOR_OWNER"  # tells the hybrid_operator.util plugins which object this run is for
 
 
@@ -85,14 +84,18 @@ class Reconciler:
         if obj is None:
             return Outcome(succeeded=True)
         watch = ctx.watch
-        meta = obj.get("metadata") or {}
         try:
-            period = _reconcile_period(meta, ctx.reconcile_period)
-        except ValueError as exc:
-            message = f"Unable to parse reconcile period annotation: {exc}"
-            self._write_status(ctx, obj, lambda fresh: status_mod.error_status(fresh, message))
-            self.recorder.record(obj, "Warning", status_mod.REASON_FAILED, message)
-            return Outcome(succeeded=False)
+            settings = admitting.admit(
+                obj,
+                group=watch.gvk.group,
+                kind=watch.gvk.kind,
+                snake_case=watch.snake_case_parameters,
+                reserved=reserved_names,
+                defaults=RunSettings(ctx.reconcile_period, ctx.verbosity, watch.max_runner_artifacts),
+            )
+        except InvalidObject as exc:
+            return self._refuse(key, ctx, obj, exc)
+        meta = obj.get("metadata") or {}
         deleting = bool(meta.get("deletionTimestamp"))
         finalizer = watch.finalizer
         if finalizer is None and deleting:
@@ -105,7 +108,7 @@ class Reconciler:
                 obj = patching.add_finalizer(self.kube, ctx.resource, obj, finalizer.name)
         if watch.manage_status and not deleting and _new_generation(obj):
             obj = self._write_status(ctx, obj, status_mod.running_status) or obj
-        request = self._request(ctx, obj, deleting)
+        request = self._request(ctx, obj, deleting, settings)
         kubeconfig = request.env.get("KUBECONFIG") if self.proxy is not None else None
         try:
             result = self.executor.run(request)
@@ -113,9 +116,21 @@ class Reconciler:
             if kubeconfig:
                 Path(kubeconfig).unlink(missing_ok=True)
         _log_run(key, result)
-        return self._after_run(key, ctx, obj, result, deleting, period)
+        return self._after_run(key, ctx, obj, result, deleting, settings.reconcile_period)
 
-    def _request(self, ctx: KindContext, obj: KubeObject, deleting: bool) -> RunRequest:
+    def _refuse(self, key: Key, ctx: KindContext, obj: KubeObject, exc: InvalidObject) -> Outcome:
+        """An object that may not run: say why on it, once per change, and do not come back on our own."""
+        log.warning(
+            "not running %s: %s",
+            key,
+            exc.message,
+            extra={"fields": {"kind": key.gvk, "namespace": key.namespace, "name": key.name, "reason": exc.reason}},
+        )
+        self._write_status(ctx, obj, lambda fresh: status_mod.error_status(fresh, exc.message, exc.reason))
+        self.recorder.record(obj, "Warning", exc.reason, exc.message)
+        return Outcome(succeeded=False)
+
+    def _request(self, ctx: KindContext, obj: KubeObject, deleting: bool, settings: RunSettings) -> RunRequest:
         watch, meta = ctx.watch, obj.get("metadata") or {}
         target = watch.target
         finalizer_vars: Mapping[str, Any] | None = None
@@ -149,8 +164,8 @@ class Reconciler:
             finalizer_vars=finalizer_vars,
             snake_case=watch.snake_case_parameters,
             mark_unsafe=watch.mark_unsafe,
-            max_artifacts=_int_annotation(meta, ARTIFACTS_ANNOTATION, watch.max_runner_artifacts),
-            verbosity=_int_annotation(meta, VERBOSITY_ANNOTATION, ctx.verbosity),
+            max_artifacts=settings.max_artifacts,
+            verbosity=settings.verbosity,
             env=env,
         )
 
@@ -239,20 +254,6 @@ def _resource_version(obj: KubeObject) -> int:
     """resourceVersions are opaque, but etcd's are increasing integers; anything else compares as 0."""
     raw = str((obj.get("metadata") or {}).get("resourceVersion") or "")
     return int(raw) if raw.isdigit() else 0
-
-
-def _reconcile_period(meta: Mapping[str, Any], default: float) -> float:
-    raw = (meta.get("annotations") or {}).get(PERIOD_ANNOTATION)
-    return default if raw is None else parse_duration(str(raw))
-
-
-def _int_annotation(meta: Mapping[str, Any], name: str, default: int) -> int:
-    raw = (meta.get("annotations") or {}).get(name)
-    try:
-        return int(raw) if raw is not None else default
-    except ValueError:
-        log.warning("ignoring annotation %s=%r: not a whole number", name, raw)
-        return default
 
 
 def _new_generation(obj: Mapping[str, Any]) -> bool:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from hybrid_operator.annotations import RECONCILE_PERIOD as PERIOD_ANNOTATION
 from hybrid_operator.reactor.orchestration import wants_reconcile
-from hybrid_operator.reactor.reconciling import PERIOD_ANNOTATION
 from hybrid_operator.watches import GVK, Target, Watch
 
 PLAIN = Watch(gvk=GVK("cache.example.com", "v1alpha1", "Memcached"), target=Target(role="memcached"))

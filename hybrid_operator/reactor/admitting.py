@@ -1,0 +1,88 @@
+"""An object's checks before a run: what a custom resource's author controls is bounded here.
+
+Called by ``reconciling`` first thing for every object it is about to run. Whoever may create a custom
+resource is usually far less trusted than the operator, so nothing of the object reaches Ansible before
+it passed: a nesting depth Ansible and the extra-vars file can take, a spec that is a mapping whose keys
+do not name one of Ansible's or the operator's own variables, and operator-sdk's annotations within
+bounds. What fails raises ``InvalidObject`` with a reason and a message naming every offending field as
+the user wrote it; the reconciler puts that on the object (Failure condition, Warning Event) and does
+not run it until it changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from hybrid_operator.annotations import RunSettings, run_settings
+from hybrid_operator.ansible import inputdir
+from hybrid_operator.errors import InvalidObject
+
+MAX_DEPTH = 100  # nesting levels of the whole object; real resources stay far below 30
+REASON_SPEC = "InvalidSpec"
+REASON_OBJECT = "InvalidObject"
+_LISTED = 10  # offending keys named in a message; the rest are counted
+_KEY_CHARS = 64  # characters of each key shown
+
+
+def admit(
+    obj: Mapping[str, Any],
+    *,
+    group: str,
+    kind: str,
+    snake_case: bool,
+    reserved: Callable[[], frozenset[str]],
+    defaults: RunSettings,
+) -> RunSettings:
+    """The object's run settings if it may run; ``InvalidObject`` saying why not otherwise."""
+    depth = nesting_depth(obj, MAX_DEPTH)
+    if depth > MAX_DEPTH:
+        raise InvalidObject(
+            REASON_OBJECT, f"The object is nested more than {MAX_DEPTH} levels deep; refusing to run it"
+        )
+    spec = obj.get("spec")
+    if spec is not None and not isinstance(spec, Mapping):
+        raise InvalidObject(REASON_SPEC, f"spec must be an object, not {type(spec).__name__}")
+    refused = inputdir.refused_spec_names(
+        spec or {}, group=group, kind=kind, snake_case=snake_case, reserved=reserved()
+    )
+    if refused:
+        raise InvalidObject(REASON_SPEC, spec_message(refused))
+    meta = obj.get("metadata")
+    return run_settings(
+        meta if isinstance(meta, Mapping) else {},
+        period=defaults.reconcile_period,
+        verbosity=defaults.verbosity,
+        max_artifacts=defaults.max_artifacts,
+    )
+
+
+def spec_message(keys: list[str]) -> str:
+    shown = ", ".join(repr(k[:_KEY_CHARS] + ("..." if len(k) > _KEY_CHARS else "")) for k in keys[:_LISTED])
+    more = f" and {len(keys) - _LISTED} more" if len(keys) > _LISTED else ""
+    return (
+        f"spec keys {shown}{more} name variables reserved for Ansible or the operator (ansible_*, _*, "
+        "Ansible's reserved and magic names, or not a valid variable name); the operator author can pass such "
+        "values through watches.yaml vars"
+    )
+
+
+def nesting_depth(value: Any, limit: int) -> int:
+    """How deep ``value`` nests (a scalar is 0), counting at most to ``limit + 1``; never recurses."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        depth += 1
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                return deepest
+        stack.extend((child, depth) for child in children if isinstance(child, Mapping | list))
+    return deepest

@@ -1,0 +1,140 @@
+"""Admission: a custom resource's spec names, depth and annotations are checked before anything runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hybrid_operator.annotations import VERBOSITY, RunSettings
+from hybrid_operator.ansible.inputdir import refused_spec_names, to_snake
+from hybrid_operator.ansible.reserved import reserved_names
+from hybrid_operator.errors import InvalidObject
+from hybrid_operator.reactor.admitting import MAX_DEPTH, admit, nesting_depth
+
+DEFAULTS = RunSettings(36000.0, 2, 20)
+RESERVED = frozenset({"omit", "hostvars", "lookup", "name", "port"})
+
+
+def check(spec: Any, *, snake: bool = True, meta: dict[str, Any] | None = None) -> RunSettings:
+    obj = {"metadata": meta or {"name": "x"}, "spec": spec}
+    return admit(
+        obj, group="cache.example.com", kind="Memcached", snake_case=snake, reserved=lambda: RESERVED, defaults=DEFAULTS
+    )
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "ansibleShellExecutable",  # -> _ansible_shell_executable
+        "ansible_remote_tmp",
+        "ansibleConnection",
+        "ANSIBLE_BECOME",
+        "ansible_operator_meta",
+        "_cache_example_com_memcached",
+        "_cache_example_com_memcached_spec",
+        "_fooNamespace",
+        "omit",
+        "hostvars",
+        "lookup",
+        "with.dot",
+        "1starts_with_digit",
+        "",
+        "nul\x00key",
+        "ünicode",
+        "class",
+    ],
+)
+def test_spec_keys_that_would_steer_ansible_are_refused_as_written(key: str) -> None:
+    with pytest.raises(InvalidObject) as caught:
+        check({"size": 3, key: "touch /tmp/x"})
+    assert caught.value.reason == "InvalidSpec"
+    assert repr(key) in caught.value.message
+    assert "'size'" not in caught.value.message
+
+
+def test_without_snake_case_the_key_is_checked_as_written() -> None:
+    assert refused_spec_names({"ansibleConnection": 1}, group="g", kind="K", snake_case=False, reserved=RESERVED) == []
+    assert refused_spec_names({"ansible_connection": 1}, group="g", kind="K", snake_case=False, reserved=RESERVED) == [
+        "ansible_connection"
+    ]
+
+
+def test_ordinary_specs_pass() -> None:
+    assert check({"size": 3, "deploymentName": "web", "replicas": 2, "nested": {"ansible_x": "data"}}) == DEFAULTS
+
+
+def test_a_spec_that_is_not_an_object_is_refused() -> None:
+    with pytest.raises(InvalidObject, match="spec must be an object"):
+        check(["a"])
+
+
+def test_many_long_keys_make_a_bounded_message() -> None:
+    spec = {f"_{'k' * 1000}{i}": i for i in range(500)}
+    with pytest.raises(InvalidObject) as caught:
+        check(spec)
+    assert len(caught.value.message) < 1500
+    assert "and 490 more" in caught.value.message
+
+
+def test_annotations_are_checked_too() -> None:
+    with pytest.raises(InvalidObject) as caught:
+        check({}, meta={"name": "x", "annotations": {VERBOSITY: "1000000"}})
+    assert caught.value.reason == "InvalidAnnotation"
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    node: dict[str, Any] = {"leaf": 1}
+    for _ in range(depth - 1):
+        node = {"a": node}
+    return node
+
+
+@pytest.mark.parametrize("depth", [5_000, 50_000])
+def test_deep_objects_are_refused_without_recursing(depth: int) -> None:
+    with pytest.raises(InvalidObject, match=f"more than {MAX_DEPTH} levels"):
+        check(_nested(depth))
+
+
+def test_depth_just_under_the_limit_passes() -> None:
+    assert check(_nested(MAX_DEPTH - 2)) == DEFAULTS  # the object adds one level, spec another
+
+
+def test_nesting_depth_counts_lists_and_maps() -> None:
+    assert nesting_depth(1, 10) == 0
+    assert nesting_depth({}, 10) == 1
+    assert nesting_depth({"a": [{"b": []}]}, 10) == 4
+    assert nesting_depth(_nested(1000), 10) == 11  # stops counting past the limit
+
+
+def test_ansible_core_reserves_what_steers_it() -> None:
+    names = reserved_names()
+    for name in ("omit", "hostvars", "lookup", "query", "inventory_hostname", "playbook_dir", "groups", "environment"):
+        assert name in names
+    assert "ansible_shell_executable" in names and "ansible_ssh_common_args" in names
+    assert "size" not in names and "replicas" not in names
+
+
+keys = st.text(max_size=30) | st.sampled_from(["ansibleHost", "AnsibleX", "_x", "omit", "HTTPServer", "sizeK8s"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(keys, st.integers(), max_size=8), st.booleans())
+def test_every_name_that_passes_is_a_plain_variable(spec: dict[str, int], snake: bool) -> None:
+    refused = refused_spec_names(spec, group="g.io", kind="K", snake_case=snake, reserved=RESERVED)
+    assert set(refused) <= set(spec)
+    for key in spec:
+        if key in refused:
+            continue
+        name = to_snake(key) if snake else key
+        assert name.isascii() and name.isidentifier()
+        assert not name.startswith("_") and not name.lower().startswith("ansible_")
+        assert name not in RESERVED
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_snake_case_never_raises(key: str) -> None:
+    assert isinstance(to_snake(key), str)
