@@ -118,7 +118,7 @@ def refused_spec_names(
 
     A spec key becomes a top-level extra var, which beats every other variable in Ansible; so the name
     it becomes (after snake_case when the watch asks for it) must not be one of Ansible's own
-    (``ansible_*``, its reserved and magic names in ``reserved``), the operator's
+    (``ansible_*``, its magic variables and template names in ``reserved``), the operator's
     (``ansible_operator_meta``, ``_<group>_<kind>``, ``_<group>_<kind>_spec``), a role's internals
     (``_`` first, by convention), or something Ansible cannot take as a variable name at all.
     """

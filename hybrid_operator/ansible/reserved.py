@@ -5,10 +5,15 @@ before every run. Every spec key becomes a top-level extra var, the highest prec
 a spec key named like one of Ansible's own settings (``ansible_shell_executable``,
 ``ansible_ssh_common_args``) is code execution, and one named like a magic variable or template global
 (``omit``, ``hostvars``, ``lookup``) changes what the role means. The names come from ansible-core
-itself: its reserved names (play, role, block and task keywords), its connection/become/shell variable
-mapping, the magic variables its VariableManager gives a play, the globals of its template environment
-and its template keywords. They are read in a short-lived child process: importing that much of Ansible
-would cost the long-running operator tens of megabytes for one set of strings.
+itself: its connection/become/shell variable mapping, the magic variables its VariableManager gives a
+play, the globals of its template environment and its template keywords. They are read in a
+short-lived child process: importing that much of Ansible would cost the long-running operator tens of
+megabytes for one set of strings.
+
+Not refused, on purpose: the play and task keywords of ``ansible.vars.reserved`` (``name``, ``port``,
+``timeout``, ``action``...). Ansible only warns about variables with those names and never reads them as
+settings (its settings are the ``ansible_*`` names), while real custom resources, our own
+VirtualMachine among them, have spec fields called that.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import threading
 log = logging.getLogger(__name__)
 
 # Per-task magic variables that no play-level source lists (the rest come from ansible-core).
-_TASK_MAGIC = frozenset({"hostvars", "role_name", "role_path", "role_uuid", "item", "environment"})
+_TASK_MAGIC = frozenset({"hostvars", "role_name", "role_path", "role_uuid", "item"})
 
 # Each source is tried on its own: a source that moved in a newer ansible-core is reported and skipped,
 # the others still count (and every ``ansible_*`` and ``_*`` name is refused whatever the sources say).
@@ -36,9 +41,6 @@ def source(name, get):
         names.update(str(n) for n in get())
     except Exception as exc:
         missing.append(f"{name}: {exc!r}")
-def reserved():
-    from ansible.vars.reserved import get_reserved_names
-    return get_reserved_names()
 def connection_vars():
     from ansible import constants as C
     return [n for aliases in C.MAGIC_VARIABLE_MAPPING.values() for n in aliases]
@@ -62,7 +64,7 @@ def template_globals():
 def template_keywords():
     from ansible._internal._templating._jinja_bits import JINJA_KEYWORDS
     return JINJA_KEYWORDS
-for item in (reserved, connection_vars, magic, template_globals, template_keywords):
+for item in (connection_vars, magic, template_globals, template_keywords):
     source(item.__name__, item)
 json.dump({"names": sorted(names), "missing": missing}, sys.stdout)
 """

@@ -62,8 +62,8 @@ def spec_message(keys: list[str]) -> str:
     more = f" and {len(keys) - _LISTED} more" if len(keys) > _LISTED else ""
     return (
         f"spec keys {shown}{more} name variables reserved for Ansible or the operator (ansible_*, _*, "
-        "Ansible's reserved and magic names, or not a valid variable name); the operator author can pass such "
-        "values through watches.yaml vars"
+        "Ansible's magic variables and template names, or not a valid variable name); the operator author can "
+        "pass such values through watches.yaml vars"
     )
 
 
