@@ -37,6 +37,8 @@ PRIMARY_RESOURCE_TYPE = "operator-sdk/primary-resource-type"
 _COLLECTION = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)/?$"
 )
+_OBJECT = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)(?P<namespaced>/namespaces/(?P<ns>[^/]+))?/[^/]+/[^/]+/?$")
+_MAX_INSPECTED = 4 << 20  # bytes of a read object the proxy looks into for its owner
 _HOP_BY_HOP = {
     "connection",
     "keep-alive",
@@ -100,6 +102,47 @@ def inject_owner(body: dict[str, Any], owner: Owner, namespace: str | None) -> N
     annotations = meta.setdefault("annotations", {})
     annotations.setdefault(PRIMARY_RESOURCE, f"{owner.namespace}/{owner.name}")
     annotations.setdefault(PRIMARY_RESOURCE_TYPE, f"{owner.kind}.{owner.group}")
+
+
+def _relay(handler: BaseHTTPRequestHandler, upstream: urllib3.BaseHTTPResponse, keep: bool) -> bytes | None:
+    """Stream the API server's answer to the run; with ``keep``, also return its (plain, bounded) body."""
+    seen: bytearray | None = bytearray() if keep else None
+    try:
+        handler.send_response(upstream.status)
+        for key, value in upstream.headers.items():
+            if key.lower() not in _HOP_BY_HOP | {"content-length"}:
+                handler.send_header(key, value)
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        for chunk in upstream.stream(16384, decode_content=False):
+            handler.wfile.write(chunk)
+            handler.wfile.flush()
+            if seen is not None:
+                seen += chunk
+                if len(seen) > _MAX_INSPECTED:
+                    seen = None
+    except (BrokenPipeError, ConnectionResetError):
+        return None  # the run hung up (e.g. a watch it no longer needs)
+    finally:
+        upstream.release_conn()
+    if seen is None or upstream.headers.get("Content-Encoding") not in (None, "", "identity"):
+        return None
+    return bytes(seen)
+
+
+def owned_by_kind(obj: dict[str, Any], owner: Owner) -> bool:
+    """Whether ``obj`` points at an object of the owner's kind: an ownerReference of that apiVersion and
+    kind, or operator-sdk's primary-resource-type annotation naming its kind and group."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return False
+    refs = meta.get("ownerReferences")
+    for ref in refs if isinstance(refs, list) else []:
+        if isinstance(ref, dict) and ref.get("apiVersion") == owner.api_version and ref.get("kind") == owner.kind:
+            return True
+    annotations = meta.get("annotations")
+    primary_type = annotations.get(PRIMARY_RESOURCE_TYPE) if isinstance(annotations, dict) else None
+    return primary_type == f"{owner.kind}.{owner.group}"
 
 
 class ApiProxy:
@@ -178,6 +221,9 @@ class ApiProxy:
 
     def _forward(self, handler: BaseHTTPRequestHandler, owner: Owner, body: bytes | None) -> None:
         path, _, query = handler.path.partition("?")
+        # A run that reads one object its owner's kind owns (kubernetes.core.k8s reads before it patches)
+        # is how a restarted operator learns which children to watch again, as upstream's proxy does.
+        read_one = handler.command == "GET" and "watch=" not in query and _OBJECT.match(path) is not None
         if handler.command == "POST" and body:
             body = self._on_create(path, owner, body)
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP_BY_HOP | {"authorization", "host"}}
@@ -202,20 +248,32 @@ class ApiProxy:
         except urllib3.exceptions.HTTPError as exc:
             handler.send_error(502, f"cannot reach the API server: {exc}")
             return
+        seen = _relay(handler, upstream, keep=read_one and upstream.status == 200)
+        if seen is not None:
+            self._on_read(path, owner, seen)
+
+    def _on_read(self, path: str, owner: Owner, body: bytes) -> None:
+        """Report the kind of an object a run read when it belongs to the run's owner kind."""
+        match = _OBJECT.match(path)
         try:
-            handler.send_response(upstream.status)
-            for key, value in upstream.headers.items():
-                if key.lower() not in _HOP_BY_HOP | {"content-length"}:
-                    handler.send_header(key, value)
-            handler.send_header("Connection", "close")
-            handler.end_headers()
-            for chunk in upstream.stream(16384, decode_content=False):
-                handler.wfile.write(chunk)
-                handler.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the run hung up (e.g. a watch it no longer needs)
-        finally:
-            upstream.release_conn()
+            obj = json.loads(body)
+        except (ValueError, RecursionError):
+            return
+        if match is None or not isinstance(obj, dict) or not owned_by_kind(obj, owner):
+            return
+        namespace = match.group("ns") or ""
+        try:
+            self.on_child(
+                Child(
+                    api_version=str(obj.get("apiVersion") or ""),
+                    kind=str(obj.get("kind") or ""),
+                    namespaced=bool(match.group("namespaced")),
+                    same_namespace=bool(namespace) and namespace == owner.namespace,
+                    owner=owner,
+                )
+            )
+        except Exception:  # a dependent-watch problem must never fail the role's request
+            log.exception("could not recover a dependent watch for %s", obj.get("kind"))
 
     def _on_create(self, path: str, owner: Owner, body: bytes) -> bytes:
         match = _COLLECTION.match(path)

@@ -1,8 +1,10 @@
 """Dependent watches: when a child a role created drifts or disappears, reconcile its owner again.
 
-The API proxy reports each kind a run creates (``on_child``); the first time a kind shows up for an owner
-whose watch has ``watchDependentResources`` (and is not blacklisted; cluster-scoped or cross-namespace
-children only with ``watchClusterScopedResources``), an informer starts for it. Its events map back to
+The API proxy reports each kind a run creates, and each object a run reads that belongs to its owner's
+kind (``on_child``: so a restarted operator whose runs only read and patch finds its children again);
+the first time a kind shows up for an owner whose watch has ``watchDependentResources`` (and is not
+blacklisted; cluster-scoped children only with ``watchClusterScopedResources``), an informer starts for
+it, in the watched namespaces. Its events map back to
 the owner through the controller ownerReference or operator-sdk's ``primary-resource`` annotations.
 
 No reconcile storms (operator-sdk#3950, #4906): creations are ignored (the role just made them), and an
@@ -74,8 +76,8 @@ class DependentWatches:
         gvk = GVK(group, version, child.kind)
         if gvk in watch.blacklist:
             return
-        if not child.same_namespace and not watch.watch_cluster_scoped_resources:
-            return
+        if not child.namespaced and not watch.watch_cluster_scoped_resources:
+            return  # children in other namespaces are watched as upstream does (in the watched namespaces)
         with self._lock:
             if gvk in self._started:
                 return
@@ -112,8 +114,10 @@ class DependentWatches:
         meta = obj.get("metadata") or {}
         keys = []
         for ref in meta.get("ownerReferences") or []:
+            # Any owner reference of a watched kind, controller or not, as upstream's EnqueueRequestForOwner:
+            # children made by operator-sdk (which sets no controller flag) keep their owners.
             watch = self._by_owner_kind.get((ref.get("apiVersion"), ref.get("kind")))
-            if ref.get("controller") and watch is not None and watch.watch_dependent_resources:
+            if watch is not None and watch.watch_dependent_resources:
                 keys.append(Key(str(watch.gvk), str(meta.get("namespace") or ""), str(ref.get("name"))))
         annotations = meta.get("annotations") or {}
         primary, primary_type = annotations.get(PRIMARY_RESOURCE), annotations.get(PRIMARY_RESOURCE_TYPE)

@@ -29,7 +29,7 @@ from hybrid_operator.kube.events import EventRecorder
 from hybrid_operator.kube.leases import LeaderElector
 from hybrid_operator.kube.proxy import ApiProxy
 from hybrid_operator.kube.watching import Informer
-from hybrid_operator.reactor.dependents import DependentWatches
+from hybrid_operator.reactor.dependents import DependentWatches, declared
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
 from hybrid_operator.reactor.reconciling import KindContext, Reconciler
 from hybrid_operator.watches import Watch
@@ -57,6 +57,8 @@ def wants_reconcile(watch: Watch, kind: str, old: KubeObject | None, new: KubeOb
     old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
     if old_meta.get("generation") != new_meta.get("generation"):
         return True
+    if new_meta.get("generation") is None and declared(old) != declared(new):
+        return True  # a kind without generations (a Secret's data): any declared change, as upstream reacts
     if new_meta.get("deletionTimestamp") and not old_meta.get("deletionTimestamp"):
         return True
     if operator_annotations(old_meta) != operator_annotations(new_meta):

@@ -61,6 +61,19 @@ def test_deployment_scaled_by_hand_is_put_back(operator, objects: Objects, foo_w
     wait_until(lambda: replicas_of(objects, "steady-web") == 2, 60, "the Deployment back at 2 replicas")
 
 
+def test_drift_after_an_operator_restart_is_put_back(operator, objects: Objects, foo_watches) -> None:
+    """The restarted operator's runs only read and patch the Deployment (no create): reading it is enough
+    for the operator to watch Deployments again, as upstream's proxy recovers dependent watches."""
+    first = operator(foo_watches)
+    objects.create(G, V, P, foo("restarted", "restarted-web", replicas=2))
+    wait_until(lambda: available(objects, "restarted", 2), 90, "availableReplicas 2")
+    assert first.terminate() == 0
+    second = operator(foo_watches)
+    wait_until(lambda: "watching dependent Deployment.v1.apps" in second.log(), 60, "the dependent watch recovered")
+    objects.apps.patch_namespaced_deployment_scale("restarted-web", objects.namespace, {"spec": {"replicas": 5}})
+    wait_until(lambda: replicas_of(objects, "restarted-web") == 2, 60, "the Deployment back at 2 replicas")
+
+
 def test_scaling_the_foo_scales_the_deployment(operator, objects: Objects, foo_watches) -> None:
     operator(foo_watches)
     objects.create(G, V, P, foo("grow", "grow-web"))

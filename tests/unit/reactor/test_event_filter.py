@@ -104,3 +104,28 @@ def test_objects_converged_before_start_go_after_new_work() -> None:
     assert event_priority("ADDED", stale) == PRIORITY_CHANGE
     assert event_priority("ADDED", new) == PRIORITY_CHANGE
     assert event_priority("MODIFIED", converged) == PRIORITY_CHANGE
+
+
+SECRETS = Watch(gvk=GVK("", "v1", "Secret"), target=Target(role="secret"), manage_status=False)
+
+
+def secret(data: dict[str, str], rv: str = "1", **meta: object) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "s", "resourceVersion": rv, **meta},
+        "data": data,
+    }
+
+
+def test_kinds_without_generation_run_when_their_content_changes() -> None:
+    """A watched Secret's data changed: upstream's NoGenerationPredicate reacts, and so do we."""
+    assert wants_reconcile(SECRETS, "MODIFIED", secret({"a": "MQ=="}), secret({"a": "Mg=="}, rv="2"))
+    assert wants_reconcile(SECRETS, "MODIFIED", secret({}), secret({}, rv="2", labels={"x": "y"}))
+
+
+def test_kinds_without_generation_ignore_bookkeeping_only_updates() -> None:
+    old = secret({"a": "MQ=="})
+    assert not wants_reconcile(SECRETS, "MODIFIED", old, secret({"a": "MQ=="}, rv="2", managedFields=[{}]))
+    with_status = {**secret({"a": "MQ=="}, rv="3"), "status": {"seen": True}}
+    assert not wants_reconcile(SECRETS, "MODIFIED", old, with_status)

@@ -1,0 +1,69 @@
+"""Dependent watches: which children map back to which owners, and which kinds get a watch."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from hybrid_operator.kube.proxy import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Child, Owner, owned_by_kind
+from hybrid_operator.reactor.dependents import DependentWatches
+from hybrid_operator.reactor.queueing import Key, WorkQueue
+from hybrid_operator.watches import GVK, Target, Watch
+
+MEMCACHED = Watch(gvk=GVK("cache.example.com", "v1alpha1", "Memcached"), target=Target(role="memcached"))
+CLUSTER = Watch(
+    gvk=GVK("cache.example.com", "v1alpha1", "Other"), target=Target(role="other"), watch_cluster_scoped_resources=True
+)
+OWNER = Owner("cache.example.com/v1alpha1", "Memcached", "m", "ns1", "uid-1")
+
+
+def child(namespaced: bool, same_namespace: bool, owner: Owner = OWNER) -> Child:
+    return Child("apps/v1", "Deployment", namespaced, same_namespace, owner)
+
+
+def deployment(**meta: Any) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "ns1", **meta}}
+
+
+def test_owner_references_without_the_controller_flag_still_map_to_their_owner() -> None:
+    """Children made by operator-sdk carry no controller flag; a migrated operator must keep them."""
+    watches = DependentWatches(None, WorkQueue(global_limit=1, per_kind_limits={}), [MEMCACHED], (), threading.Event())  # type: ignore[arg-type]
+    ref = {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "name": "m", "uid": "u"}
+    assert watches.owners_of(deployment(ownerReferences=[ref])) == [Key(str(MEMCACHED.gvk), "ns1", "m")]
+    assert watches.owners_of(deployment(ownerReferences=[{**ref, "controller": True}])) == [
+        Key(str(MEMCACHED.gvk), "ns1", "m")
+    ]
+    other = {**ref, "kind": "Unwatched"}
+    assert watches.owners_of(deployment(ownerReferences=[other])) == []
+
+
+def test_the_primary_resource_annotation_maps_across_namespaces() -> None:
+    watches = DependentWatches(None, WorkQueue(global_limit=1, per_kind_limits={}), [MEMCACHED], (), threading.Event())  # type: ignore[arg-type]
+    annotated = deployment(
+        annotations={PRIMARY_RESOURCE: "ns1/m", PRIMARY_RESOURCE_TYPE: "Memcached.cache.example.com"}, namespace="ns2"
+    )
+    assert watches.owners_of(annotated) == [Key(str(MEMCACHED.gvk), "ns1", "m")]
+
+
+def test_namespaced_children_elsewhere_are_watched_cluster_scoped_only_when_asked() -> None:
+    def watched_after(watch: Watch, new: Child) -> set[GVK]:
+        deps = DependentWatches(None, WorkQueue(global_limit=1, per_kind_limits={}), [watch], (), threading.Event())  # type: ignore[arg-type]
+        deps._start = lambda gvk: None  # type: ignore[method-assign]
+        deps.on_child(new)
+        return deps._started
+
+    deployments = {GVK("apps", "v1", "Deployment")}
+    assert watched_after(MEMCACHED, child(namespaced=True, same_namespace=False)) == deployments
+    assert watched_after(MEMCACHED, child(namespaced=False, same_namespace=False)) == set()
+    other_owner = Owner("cache.example.com/v1alpha1", "Other", "o", "ns1", "uid-2")
+    assert watched_after(CLUSTER, child(namespaced=False, same_namespace=False, owner=other_owner)) == deployments
+
+
+def test_a_read_object_belongs_to_the_owner_kind_by_reference_or_annotation() -> None:
+    ref = {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "name": "other", "uid": "x"}
+    assert owned_by_kind(deployment(ownerReferences=[ref]), OWNER)
+    assert owned_by_kind(deployment(annotations={PRIMARY_RESOURCE_TYPE: "Memcached.cache.example.com"}), OWNER)
+    assert not owned_by_kind(deployment(), OWNER)
+    assert not owned_by_kind(deployment(ownerReferences=[{**ref, "apiVersion": "cache.example.com/v2"}]), OWNER)
+    assert not owned_by_kind({"metadata": "junk"}, OWNER)
+    assert not owned_by_kind(deployment(ownerReferences="junk", annotations=["junk"]), OWNER)
