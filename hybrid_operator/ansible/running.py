@@ -237,7 +237,7 @@ def finished_result(collector: EventCollector, rc: object, status: str, artifact
     result.rc = rc if isinstance(rc, int) else 1
     result.timed_out = status == "timeout"
     if status == "failed" and not collector.complete and not result.failed_tasks:
-        result.error = _last_lines(artifact_dir / "stdout")
+        result.error = load_error(artifact_dir / "stdout")
     return result
 
 
@@ -260,9 +260,25 @@ def _scrub_command_artifact(path: Path) -> None:
         path.write_text(json.dumps(data), encoding="utf-8")
 
 
-def _last_lines(path: Path, count: int = 5) -> str:
+_ERROR_MARKS = ("[ERROR]", "ERROR!")
+_MAX_ERROR = 1000  # characters of Ansible's own error text kept for the status and the Event
+
+
+def load_error(path: Path, tail: int = 5) -> str:
+    """Why a run failed before any task: Ansible's own error paragraph (``[ERROR]: ...`` and its
+    ``Origin:`` line), else the last lines of its output; bounded for the status and the Event."""
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     except OSError:
         return "the Ansible run failed before it started"
-    return " | ".join(line.strip() for line in lines[-count:] if line.strip()) or "the Ansible run failed"
+    start = next((i for i, line in enumerate(lines) if line.lstrip().startswith(_ERROR_MARKS)), None)
+    if start is None:
+        picked = [line.strip() for line in lines[-tail:] if line.strip()]
+    else:
+        picked = []
+        for line in lines[start:]:
+            if not line.strip():
+                break  # the paragraph ends; what follows is the code excerpt
+            picked.append(line.strip())
+    text = " | ".join(picked) or "the Ansible run failed"
+    return text if len(text) <= _MAX_ERROR else text[: _MAX_ERROR - 3] + "..."
