@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hybrid_operator import metrics
+from hybrid_operator import logs, metrics
 from hybrid_operator.annotations import operator_annotations
 from hybrid_operator.ansible.running import Executor, ExecutorSettings, RunnerExecutor
 from hybrid_operator.config import Config
@@ -229,7 +229,8 @@ class Operator:
                 continue
             self._busy_since[name] = time.monotonic()
             try:
-                self._reconcile_one(key)
+                with logs.bind(kind=key.gvk, namespace=key.namespace, name=key.name):
+                    self._reconcile_one(key)
             finally:
                 self._busy_since.pop(name, None)
                 self.queue.done(key)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hybrid_operator import logs
 from hybrid_operator import status as status_mod
 from hybrid_operator.annotations import RunSettings
 from hybrid_operator.ansible.reserved import reserved_names
@@ -109,14 +110,15 @@ class Reconciler:
         if watch.manage_status and not deleting and _new_generation(obj):
             obj = self._write_status(ctx, obj, status_mod.running_status) or obj
         request = self._request(ctx, obj, deleting, settings)
-        kubeconfig = request.env.get("KUBECONFIG") if self.proxy is not None else None
-        try:
-            result = self.executor.run(request)
-        finally:
-            if kubeconfig:
-                Path(kubeconfig).unlink(missing_ok=True)
-        _log_run(key, result)
-        return self._after_run(key, ctx, obj, result, deleting, settings.reconcile_period)
+        with logs.bind(run_id=request.run_id):
+            kubeconfig = request.env.get("KUBECONFIG") if self.proxy is not None else None
+            try:
+                result = self.executor.run(request)
+            finally:
+                if kubeconfig:
+                    Path(kubeconfig).unlink(missing_ok=True)
+            _log_run(key, result)
+            return self._after_run(key, ctx, obj, result, deleting, settings.reconcile_period)
 
     def _refuse(self, key: Key, ctx: KindContext, obj: KubeObject, exc: InvalidObject) -> Outcome:
         """An object that may not run: say why on it, once per change, and do not come back on our own."""
