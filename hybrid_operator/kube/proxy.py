@@ -15,7 +15,7 @@ from the kubeconfig ``RunnerExecutor`` writes for them.
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import json
 import logging
 import re
@@ -28,6 +28,7 @@ from typing import Any
 
 import urllib3
 
+from hybrid_operator.kube import proxyrequests
 from hybrid_operator.kube.client import Kube
 
 log = logging.getLogger(__name__)
@@ -145,12 +146,50 @@ def owned_by_kind(obj: dict[str, Any], owner: Owner) -> bool:
     return primary_type == f"{owner.kind}.{owner.group}"
 
 
+class _BoundedServer(ThreadingHTTPServer):
+    """A threading HTTP server that turns connections away (503) beyond ``max_connections`` at once."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], max_connections: int) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
 class ApiProxy:
-    def __init__(self, kube: Kube, *, inject: bool, on_child: ChildHandler) -> None:
+    """The runs' way to the API server: authenticated per run, owner references added, children reported."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        inject: bool,
+        on_child: ChildHandler,
+        max_connections: int = 64,
+        socket_timeout: float = 60.0,
+    ) -> None:
         self.kube = kube
         self.inject = inject
         self.on_child = on_child
-        self._secret = secrets.token_urlsafe(24)
+        self.max_connections = max_connections
+        self.socket_timeout = socket_timeout
+        self._grants: dict[str, Owner] = {}  # token -> owner, for runs in progress only
+        self._runs: dict[str, str] = {}  # run id -> token
+        self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
     @property
@@ -159,18 +198,18 @@ class ApiProxy:
         port = self._server.server_address[1]
         return f"http://127.0.0.1:{port}"
 
-    def token_for(self, owner: Owner) -> str:
-        raw = json.dumps(owner.__dict__, separators=(",", ":")).encode()
-        return f"{self._secret}.{base64.urlsafe_b64encode(raw).decode()}"
-
-    def kubeconfig_for(self, owner: Owner) -> str:
-        """The kubeconfig text a run uses: this proxy, with the run's owner in its token."""
+    def kubeconfig_for(self, owner: Owner, run_id: str) -> str:
+        """The kubeconfig text of one run: this proxy, with a token that is good until ``revoke(run_id)``."""
+        token = secrets.token_urlsafe(32)
+        with self._lock:
+            self._grants[token] = owner
+            self._runs[run_id] = token
         return json.dumps(
             {
                 "apiVersion": "v1",
                 "kind": "Config",
                 "clusters": [{"name": "operator", "cluster": {"server": self.address}}],
-                "users": [{"name": "run", "user": {"token": self.token_for(owner)}}],
+                "users": [{"name": "run", "user": {"token": token}}],
                 "contexts": [
                     {
                         "name": "run",
@@ -181,37 +220,50 @@ class ApiProxy:
             }
         )
 
-    def _owner(self, authorization: str) -> Owner | None:
-        scheme, _, token = authorization.partition(" ")
-        secret, _, encoded = token.partition(".")
-        if scheme.lower() != "bearer" or not secrets.compare_digest(secret, self._secret):
+    def revoke(self, run_id: str) -> None:
+        """The run ended: its token stops working (a process it left behind gets 401 from now on)."""
+        with self._lock:
+            token = self._runs.pop(run_id, None)
+            if token is not None:
+                self._grants.pop(token, None)
+
+    def _owner(self, authorization: str | None) -> Owner | None:
+        token = proxyrequests.bearer_token(authorization)
+        if token is None:
             return None
-        try:
-            data = json.loads(base64.urlsafe_b64decode(encoded.encode()))
-            return Owner(**data)
-        except (ValueError, TypeError):
-            return None
+        with self._lock:
+            return self._grants.get(token)
 
     def start(self) -> None:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = proxy.socket_timeout  # on every socket: a silent client cannot hold a thread forever
+
             def _handle(self) -> None:
-                owner = proxy._owner(self.headers.get("Authorization", ""))
-                if owner is None:
-                    self.send_error(401, "this proxy serves the operator's own Ansible runs only")
+                try:
+                    path = proxyrequests.target(self.path)
+                    owner = proxy._owner(self.headers.get("Authorization"))
+                    if owner is None:
+                        raise proxyrequests.BadRequest(401, "this proxy serves the operator's own Ansible runs only")
+                    length = proxyrequests.content_length(self.headers)
+                except proxyrequests.BadRequest as exc:
+                    self.close_connection = True
+                    self.send_error(exc.status, exc.message)
                     return
-                length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
-                proxy._forward(self, owner, body)
+                if body is not None and len(body) != length:
+                    self.close_connection = True
+                    self.send_error(400, "the body ended before Content-Length")
+                    return
+                proxy._forward(self, owner, path, body)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
 
             def log_message(self, format: str, *args: object) -> None:
                 return
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = _BoundedServer(("127.0.0.1", 0), Handler, self.max_connections)
         threading.Thread(target=self._server.serve_forever, name="api-proxy", daemon=True).start()
         log.info("API proxy for runs listening on %s", self.address)
 
@@ -219,8 +271,8 @@ class ApiProxy:
         if self._server is not None:
             self._server.shutdown()
 
-    def _forward(self, handler: BaseHTTPRequestHandler, owner: Owner, body: bytes | None) -> None:
-        path, _, query = handler.path.partition("?")
+    def _forward(self, handler: BaseHTTPRequestHandler, owner: Owner, target: str, body: bytes | None) -> None:
+        path, _, query = target.partition("?")
         # A run that reads one object its owner's kind owns (kubernetes.core.k8s reads before it patches)
         # is how a restarted operator learns which children to watch again, as upstream's proxy does.
         read_one = handler.command == "GET" and "watch=" not in query and _OBJECT.match(path) is not None
@@ -241,7 +293,8 @@ class ApiProxy:
                 body=body,
                 headers=headers,
                 preload_content=False,
-                timeout=urllib3.Timeout(connect=10, read=None),
+                # A silent API server must not hold the run (and this thread) forever; watches end sooner.
+                timeout=urllib3.Timeout(connect=10, read=600 if "watch=" in query else 120),
                 retries=False,
                 redirect=False,
             )

@@ -115,6 +115,8 @@ class Reconciler:
             try:
                 result = self.executor.run(request)
             finally:
+                if self.proxy is not None:
+                    self.proxy.revoke(request.run_id)
                 if kubeconfig:
                     Path(kubeconfig).unlink(missing_ok=True)
             _log_run(key, result)
@@ -152,7 +154,7 @@ class Reconciler:
             path = self._kubeconfigs / f"{run_id}.kubeconfig"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as handle:
-                handle.write(self.proxy.kubeconfig_for(Owner(**owner)))
+                handle.write(self.proxy.kubeconfig_for(Owner(**owner), run_id))
             env["KUBECONFIG"] = env["K8S_AUTH_KUBECONFIG"] = str(path)
         return RunRequest(
             run_id=run_id,

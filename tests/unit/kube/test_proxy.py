@@ -1,0 +1,243 @@
+"""The run proxy against hostile local clients: every malformed request gets a status, never a traceback,
+a hang, a foreign host or a thread held forever; tokens die with their run. The API server behind it is a
+tiny local HTTP server that records what reaches it."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from email.message import Message
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kubernetes import client as k8s_client
+
+from hybrid_operator.kube import proxyrequests
+from hybrid_operator.kube.client import Kube
+from hybrid_operator.kube.proxy import ApiProxy, Owner
+
+OWNER = Owner("cache.example.com/v1alpha1", "Memcached", "m", "ns", "uid-1")
+
+
+class Upstream:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, bytes]] = []
+        upstream = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _any(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                upstream.seen.append((self.command, self.path, body))
+                data = json.dumps({"kind": "Status", "path": self.path}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = _any
+
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def host(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.fixture
+def upstream() -> Iterator[Upstream]:
+    up = Upstream()
+    yield up
+    up.server.shutdown()
+
+
+@pytest.fixture
+def proxy(upstream: Upstream) -> Iterator[ApiProxy]:
+    config = k8s_client.Configuration()
+    config.host = upstream.host
+    p = ApiProxy(
+        Kube(k8s_client.ApiClient(config)), inject=True, on_child=lambda c: None, max_connections=4, socket_timeout=1.0
+    )
+    p.start()
+    yield p
+    p.stop()
+
+
+def token(proxy: ApiProxy, run_id: str = "run1") -> str:
+    return str(json.loads(proxy.kubeconfig_for(OWNER, run_id))["users"][0]["user"]["token"])
+
+
+def raw(proxy: ApiProxy, data: bytes, wait: float = 5.0) -> bytes:
+    port = int(proxy.address.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as sock:
+        sock.sendall(data)
+        chunks = []
+        try:
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        except TimeoutError:
+            pass
+    return b"".join(chunks)
+
+
+def req(proxy: ApiProxy, method: str = "GET", target: str = "/api/v1/pods", headers: str = "") -> bytes:
+    """A request with a valid run token (and whatever else the test adds)."""
+    return f"{method} {target} HTTP/1.1\r\nAuthorization: Bearer {token(proxy)}\r\n{headers}\r\n".encode("latin-1")
+
+
+def status_of(answer: bytes) -> int:
+    return int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/") else 0
+
+
+def test_a_run_token_reaches_the_api_server(proxy: ApiProxy, upstream: Upstream) -> None:
+    answer = raw(
+        proxy, f"GET /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token(proxy)}\r\n\r\n".encode()
+    )
+    assert status_of(answer) == 200
+    assert upstream.seen[-1][:2] == ("GET", "/api/v1/namespaces")
+
+
+def test_a_double_slash_target_stays_on_the_api_server(proxy: ApiProxy, upstream: Upstream) -> None:
+    assert status_of(raw(proxy, req(proxy, target="//evil.example/api"))) in (200, 400)
+    assert all(path.startswith("/") and not path.startswith("//") for _, path, _ in upstream.seen)
+
+
+def test_a_finished_runs_token_stops_working(proxy: ApiProxy, upstream: Upstream) -> None:
+    good = token(proxy, "done")
+    proxy.revoke("done")
+    answer = raw(proxy, f"GET /api/v1/namespaces HTTP/1.1\r\nAuthorization: Bearer {good}\r\n\r\n".encode())
+    assert status_of(answer) == 401
+    assert upstream.seen == []
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"GET /api/v1/pods HTTP/1.1\r\nAuthorization: Bearer \xff\xfe\xc3\xa9\r\n\r\n", 401),  # non-ASCII, no creds
+        (b"GET /api/v1/pods HTTP/1.1\r\nAuthorization: Basic YWRtaW46YWRtaW4=\r\n\r\n", 401),
+        (b"GET /api/v1/pods HTTP/1.1\r\nAuthorization: Bearer forged-token-0123456789\r\n\r\n", 401),
+        (b"GET /api/v1/pods HTTP/1.1\r\n\r\n", 401),
+    ],
+)
+def test_forged_credentials_get_401(proxy: ApiProxy, upstream: Upstream, request_bytes: bytes, status: int) -> None:
+    assert status_of(raw(proxy, request_bytes)) == status
+    assert upstream.seen == []
+
+
+@pytest.mark.parametrize(
+    ("target", "status"),
+    [
+        ("@evil.example:80/api/v1/pods", 400),
+        ("http://evil.example/api/v1/pods", 400),
+        ("*", 400),
+        ("/api/v1/pods\x7f", 400),
+    ],
+)
+def test_only_origin_form_targets_with_a_valid_token(
+    proxy: ApiProxy, upstream: Upstream, target: str, status: int
+) -> None:
+    answer = raw(proxy, f"GET {target} HTTP/1.1\r\nAuthorization: Bearer {token(proxy)}\r\n\r\n".encode("latin-1"))
+    assert status_of(answer) == status
+    assert upstream.seen == []
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ("Content-Length: abc\r\n", 400),
+        ("Content-Length: -1\r\n", 400),
+        ("Content-Length: 99999999999\r\n", 400),
+        ("Content-Length: 20000000\r\n", 413),
+        ("Content-Length: 2\r\nContent-Length: 3\r\n", 400),
+        ("Transfer-Encoding: chunked\r\n", 411),
+    ],
+)
+def test_malformed_bodies_get_a_status_never_a_hang(
+    proxy: ApiProxy, upstream: Upstream, headers: str, status: int
+) -> None:
+    head = f"POST /api/v1/namespaces/ns/configmaps HTTP/1.1\r\nAuthorization: Bearer {token(proxy)}\r\n{headers}\r\n"
+    assert status_of(raw(proxy, head.encode() + b"{}")) == status
+    assert upstream.seen == []
+
+
+def test_a_short_body_is_refused_after_the_socket_timeout(proxy: ApiProxy, upstream: Upstream) -> None:
+    head = req(proxy, "POST", "/api/v1/namespaces/ns/configmaps", "Content-Length: 100\r\n")
+    answer = raw(proxy, head + b"{}", wait=5)
+    assert status_of(answer) in (0, 400)  # closed by the timeout, or told so
+    assert upstream.seen == []
+
+
+def test_silent_connections_are_closed_and_capped(proxy: ApiProxy) -> None:
+    port = int(proxy.address.rsplit(":", 1)[1])
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]  # the cap
+    try:
+        extra = raw(proxy, b"GET /api/v1/pods HTTP/1.1\r\n\r\n", wait=2)
+        assert status_of(extra) == 503
+        time.sleep(1.5)  # past the socket timeout: the idle ones are dropped, their slots come back
+        for sock in idle:
+            sock.settimeout(2)
+            assert sock.recv(100) == b""
+        assert (
+            status_of(raw(proxy, f"GET /api/v1/pods HTTP/1.1\r\nAuthorization: Bearer {token(proxy)}\r\n\r\n".encode()))
+            == 200
+        )
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200))
+def test_target_parser_accepts_only_paths(text: str) -> None:
+    try:
+        got = proxyrequests.target(text)
+    except proxyrequests.BadRequest as exc:
+        assert exc.status == 400
+        return
+    assert got.startswith("/") and not got.startswith("//") and got.isascii() and "@" not in got.split("?")[0][:1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(["Content-Length", "Transfer-Encoding", "X"]), st.text(max_size=30)), max_size=3)
+)
+def test_length_parser_raises_only_bad_request(pairs: list[tuple[str, str]]) -> None:
+    message = Message()
+    for key, value in pairs:
+        message[key] = value
+    try:
+        length = proxyrequests.content_length(message)
+    except proxyrequests.BadRequest as exc:
+        assert exc.status in (400, 411, 413)
+        return
+    assert 0 <= length <= proxyrequests.MAX_BODY
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.none(), st.text(max_size=200)))
+def test_token_parser_never_raises(header: str | None) -> None:
+    got = proxyrequests.bearer_token(header)
+    assert got is None or (got.isascii() and 16 <= len(got) <= 128)
+
+
+def test_http_client_requests_pass(proxy: ApiProxy, upstream: Upstream) -> None:
+    port = int(proxy.address.rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})
+    conn.request(
+        "POST", "/api/v1/namespaces/ns/configmaps", body=body, headers={"Authorization": f"Bearer {token(proxy)}"}
+    )
+    assert conn.getresponse().status == 200
+    sent = json.loads(upstream.seen[-1][2])
+    assert sent["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
