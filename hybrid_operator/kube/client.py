@@ -30,10 +30,11 @@ KubeObject = dict[str, Any]
 class ApiError(TemporaryError):
     """An HTTP error from the API server."""
 
-    def __init__(self, status: int, reason: str, body: str = "") -> None:
+    def __init__(self, status: int, reason: str, body: str = "", retry_after: float | None = None) -> None:
         self.status = status
         self.reason = reason
         self.body = body
+        self.retry_after = retry_after  # seconds the server asked us to wait (429, 503), if it said
         detail = reason
         with contextlib.suppress(ValueError, AttributeError):  # not a Status object
             detail = json.loads(body).get("message") or reason
@@ -50,6 +51,11 @@ class ApiError(TemporaryError):
     @property
     def gone(self) -> bool:
         return self.status == 410
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying as it is: no answer (0), a timeout, throttling or a server-side failure."""
+        return self.status in (0, 408, 429) or self.status >= 500
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,13 @@ class Resource:
         if sub:
             base += f"/{sub}"
         return base
+
+
+def _retry_after(raw: str | None) -> float | None:
+    """Retry-After in seconds (the API server sends whole seconds), bounded to an hour."""
+    if raw is None or not raw.strip().isdigit():
+        return None
+    return float(min(int(raw.strip()), 3600))
 
 
 class Kube:
@@ -184,8 +197,9 @@ class Kube:
             raise ApiError(0, f"cannot reach the API server: {exc}") from exc
         if response.status >= 400:
             data = response.data.decode("utf-8", "replace")
+            retry_after = _retry_after(response.headers.get("Retry-After"))
             response.release_conn()
-            raise ApiError(response.status, response.reason or "", data)
+            raise ApiError(response.status, response.reason or "", data, retry_after)
         return response
 
     # -- conveniences ----------------------------------------------------------------------------------

@@ -29,7 +29,9 @@ from hybrid_operator.kube.events import EventRecorder
 from hybrid_operator.kube.leases import LeaderElector
 from hybrid_operator.kube.proxy import ApiProxy
 from hybrid_operator.kube.watching import Informer
+from hybrid_operator.reactor import failures
 from hybrid_operator.reactor.dependents import DependentWatches, declared
+from hybrid_operator.reactor.failures import Retry
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
 from hybrid_operator.reactor.reconciling import KindContext, Reconciler
 from hybrid_operator.watches import Watch
@@ -240,15 +242,9 @@ class Operator:
         started = time.monotonic()
         try:
             outcome = self.reconciler.reconcile(key, kind.ctx)
-        except OperatorError as exc:
-            log.warning("reconcile of %s hit an error, retrying: %s", key, exc)
+        except Exception as exc:
             metrics.RECONCILE_RESULTS.labels(key.gvk, "error").inc()
-            self.queue.add_rate_limited(key)
-            return
-        except Exception:
-            log.exception("reconcile of %s crashed, retrying", key)
-            metrics.RECONCILE_RESULTS.labels(key.gvk, "error").inc()
-            self.queue.add_rate_limited(key)
+            self._after_error(key, kind, exc)
             return
         finally:
             metrics.RECONCILE_SECONDS.labels(key.gvk).observe(time.monotonic() - started)
@@ -262,6 +258,22 @@ class Operator:
         if outcome.requeue_after is not None:
             priority = PRIORITY_CHANGE if outcome.requeue_after == 0 else PRIORITY_RESYNC
             self.queue.add(key, delay=outcome.requeue_after, priority=priority)
+
+    def _after_error(self, key: Key, kind: Kind, exc: Exception) -> None:
+        """Act on ``failures.judge``'s verdict for an error that ended a reconcile."""
+        verdict = failures.judge(exc)
+        if verdict.bug:
+            log.exception("reconcile of %s crashed, retrying", key)
+        if verdict.retry is Retry.NOW:
+            log.info("reconcile of %s met a conflict; running again on fresh state: %s", key, exc)
+            self.queue.add(key)
+        elif verdict.retry is Retry.BACKOFF:
+            delay = self.queue.add_rate_limited(key, at_least=verdict.delay)
+            if not verdict.bug:
+                log.warning("reconcile of %s hit an error, retrying in %.0fs: %s", key, delay, exc)
+        else:
+            log.warning("reconcile of %s failed for good until it changes (%s): %s", key, verdict.reason, exc)
+            self.reconciler.report(key, kind.ctx, verdict.reason, f"{exc}")
 
     # -- probes ----------------------------------------------------------------------------------------
 

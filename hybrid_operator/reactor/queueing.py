@@ -93,11 +93,12 @@ class WorkQueue:
                 heapq.heappush(self._heap, (due, next(self._seq), key))
             self._cond.notify_all()
 
-    def add_rate_limited(self, key: Key) -> float:
-        """Requeue after a failure; returns the delay chosen."""
+    def add_rate_limited(self, key: Key, at_least: float = 0.0) -> float:
+        """Requeue after a failure, no sooner than ``at_least`` (a server's Retry-After); returns the delay."""
         with self._cond:
             self._failures[key] += 1
             delay = float(min(self.backoff_cap, self.backoff_base * 2 ** (self._failures[key] - 1)))
+            delay = max(delay, min(at_least, self.backoff_cap))
         metrics.RETRIES.labels(key.gvk).inc()
         self.add(key, delay=delay, priority=PRIORITY_RESYNC)
         return delay

@@ -32,7 +32,7 @@ from hybrid_operator.annotations import RunSettings
 from hybrid_operator.ansible.reserved import reserved_names
 from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import Executor, RunRequest
-from hybrid_operator.errors import InvalidObject, TemporaryError
+from hybrid_operator.errors import InvalidObject, OperatorError, TemporaryError
 from hybrid_operator.kube import patching
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 from hybrid_operator.kube.events import EventRecorder
@@ -121,6 +121,19 @@ class Reconciler:
                     Path(kubeconfig).unlink(missing_ok=True)
             _log_run(key, result)
             return self._after_run(key, ctx, obj, result, deleting, settings.reconcile_period)
+
+    def report(self, key: Key, ctx: KindContext, reason: str, message: str) -> None:
+        """An error that will repeat until the object changes: say so on it (Failure and a Warning Event),
+        as far as the API server lets us; a report that fails is logged, never raised."""
+        obj = ctx.lookup(key.namespace, key.name)
+        if obj is None:
+            return
+        message = message if len(message) <= 1000 else message[:997] + "..."
+        try:
+            self._write_status(ctx, obj, lambda fresh: status_mod.error_status(fresh, message, reason))
+        except OperatorError as exc:
+            log.warning("could not write the failure of %s on it: %s", key, exc)
+        self.recorder.record(obj, "Warning", reason, message)
 
     def _refuse(self, key: Key, ctx: KindContext, obj: KubeObject, exc: InvalidObject) -> Outcome:
         """An object that may not run: say why on it, once per change, and do not come back on our own."""
