@@ -1,22 +1,24 @@
 """Command line: ``hybrid-operator run`` (and ``check``), the entry point behind operator.py.
 
 Parses flags (``config``), sets up logging, loads watches.yaml (a bad file stops here, naming the entry
-and field), connects to the API server, starts the probe and metrics servers, optionally waits for the
-leader Lease, runs the ``Operator`` until SIGTERM/SIGINT, then drains it within
-``--graceful-shutdown-timeout`` and exits 0.
+and field), connects to the API server, starts the probe and metrics servers and the receiver of role
+metrics (``receiving``), optionally waits for the leader Lease, runs the ``Operator`` until SIGTERM/SIGINT,
+then drains it within ``--graceful-shutdown-timeout`` and exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
+from http.server import ThreadingHTTPServer
 from importlib import metadata
 from types import FrameType
 
-from hybrid_operator import health, logs
+from hybrid_operator import health, logs, receiving
 from hybrid_operator import metrics as metrics_mod
 from hybrid_operator.config import Config, add_run_flags
 from hybrid_operator.errors import ConfigError
@@ -82,6 +84,7 @@ def _run(config: Config) -> int:
     servers = [
         health.serve(config.health_address, probes, metrics=False),
         health.serve(config.metrics_address, None, metrics=True),
+        _receive_role_metrics(config.user_metrics_address),
     ]
     stopping = threading.Event()
 
@@ -97,6 +100,22 @@ def _run(config: Config) -> int:
         for server in servers:
             if server is not None:
                 server.shutdown()
+
+
+def _receive_role_metrics(address: str) -> ThreadingHTTPServer | None:
+    """Start the receiver for osdk_metric and tell every run where it is (runs inherit our environment).
+
+    A busy port is not fatal, unlike upstream: role metrics are an extra, reconciling is the job. Runs are
+    then told the receiver is off, so their osdk_metric fails with that reason instead of reaching
+    whichever process holds the port.
+    """
+    try:
+        server = receiving.serve(address)
+    except OSError as exc:
+        log.error("role metrics are off: cannot listen on %s (--user-metrics-bind-address): %s", address, exc)
+        server = None
+    os.environ[receiving.URL_ENV] = receiving.url(server) if server is not None else ""
+    return server
 
 
 def _ansible_version() -> str:

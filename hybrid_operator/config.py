@@ -129,6 +129,12 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     )
     a("--metrics-bind-address", default=":8443", help="host:port for Prometheus metrics ('0' disables)")
     a(
+        "--user-metrics-bind-address",
+        default=env("HYBRID_OPERATOR_USER_METRICS_BIND_ADDRESS", "localhost:5050"),
+        help="host:port where roles send custom metrics (operator_sdk.util.osdk_metric; '0' disables); "
+        "operator-sdk listens on localhost:5050 and has no flag",
+    )
+    a(
         "--health-probe-bind-address",
         default=":6789",
         help="host:port for /healthz and /readyz ('0' disables)",
@@ -166,6 +172,7 @@ class Config:
     leader_election_namespace: str
     metrics_address: str
     health_address: str
+    user_metrics_address: str
     graceful_shutdown_timeout: float
     kubeconfig: str | None
     namespaces: tuple[str, ...]  # empty: all namespaces
@@ -197,6 +204,7 @@ class Config:
             leader_election_namespace=args.leader_election_namespace,
             metrics_address=args.metrics_bind_address,
             health_address=args.health_probe_bind_address,
+            user_metrics_address=args.user_metrics_bind_address,
             graceful_shutdown_timeout=args.graceful_shutdown_timeout,
             kubeconfig=args.kubeconfig,
             namespaces=namespaces,

@@ -1,9 +1,9 @@
 """HTTP endpoints for the kubelet and Prometheus: /healthz, /readyz and /metrics.
 
 Started by ``cli`` before anything else, fed by ``reactor.orchestration`` through the ``Probes`` it
-holds. Unlike upstream's plain pings, the probes check something: /readyz is ready only when every watch
-has synced, the executor can run and this replica leads (or could take over); /healthz fails when the
-workers or the watch loop stop making progress.
+holds; /metrics also carries the metrics roles send (``usermetrics``). Unlike upstream's plain pings, the
+probes check something: /readyz is ready only when every watch has synced, the executor can run and this
+replica leads (or could take over); /healthz fails when the workers or the watch loop stop making progress.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hybrid_operator.metrics import REGISTRY
+from hybrid_operator.usermetrics import USER_METRICS
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ def serve(address: str, probes: Probes | None, metrics: bool) -> ThreadingHTTPSe
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if metrics and path == "/metrics":
-                self._send(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
+                self._send(200, generate_latest(REGISTRY) + USER_METRICS.render(), CONTENT_TYPE_LATEST)
             elif probes is not None and path in ("/healthz", "/livez", "/readyz"):
                 checks = probes.ready if path == "/readyz" else probes.live
                 ok, text = Probes.evaluate(checks)

@@ -156,6 +156,9 @@ def operator(kubeconfig: str, crds: None, namespace: str, tmp_path: Path) -> Ite
             f"127.0.0.1:{health}",
             "--metrics-bind-address",
             f"127.0.0.1:{metrics}",
+            # Role metrics on a port of the kernel's choosing: operators side by side never share 5050.
+            "--user-metrics-bind-address",
+            "127.0.0.1:0",
             "--runner-artifacts-dir",
             str(artifacts),
             "--ansible-verbosity",

@@ -1,0 +1,201 @@
+"""The HTTP receiver roles send custom metrics to: ``POST /metrics`` on localhost:5050, as upstream.
+
+Started by ``cli`` next to the probe and metrics servers, before any run, and stopped with them. Each
+request is one ``usermetrics.UserMetric``: the body is read with bounds (``Content-Length`` required and at
+most 64 KiB, 5 s per socket read, at most 16 connections at once), parsed by ``usermetrics.parse`` and
+applied to ``usermetrics.USER_METRICS``, which ``health`` serves on /metrics. Answers as operator-sdk's
+apiserver does: 200 with an empty body, 400 with the reason, 405 for another method on /metrics; and,
+beyond upstream, 411/413 for a body without a length or too large. A request never gets a traceback.
+
+The operator tells its runs where the receiver listens through ``URL_ENV`` (the actual port when the flag
+asked for port 0), so our ``osdk_metric`` finds it wherever it is; the Galaxy module always uses
+``http://localhost:5050/metrics`` unless the task gives ``address``.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from hybrid_operator.errors import ConfigError
+from hybrid_operator.usermetrics import MAX_BODY_BYTES, USER_METRICS, UserMetricError, UserMetrics, parse
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ADDRESS = "localhost:5050"
+URL_ENV = "HYBRID_OPERATOR_USER_METRICS_URL"
+PATH = "/metrics"
+READ_TIMEOUT = 5.0  # seconds per socket read, as upstream's ReadHeaderTimeout
+BODY_DEADLINE = 10.0  # seconds for the whole body, however slowly it trickles in
+MAX_CONNECTIONS = 16
+
+
+def parse_address(address: str) -> tuple[str, int] | None:
+    """'localhost:5050' -> ('localhost', 5050); ':5050' -> ('localhost', 5050); '0' or '' disables."""
+    if address in ("0", ""):
+        return None
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"--user-metrics-bind-address: expected host:port or 0, got {address!r}")
+    # An empty host stays on loopback (unlike the metrics server): roles run beside the operator.
+    return (host.strip("[]") or "localhost", int(port))
+
+
+class _Server(ThreadingHTTPServer):
+    """A threading server with a cap on connections; past it a connection is closed unanswered."""
+
+    daemon_threads = True
+
+    def __init__(self, bind: tuple[str, int], store: UserMetrics, max_connections: int) -> None:
+        self.store = store
+        self._slots = threading.BoundedSemaphore(max_connections)
+        if ":" in bind[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(bind, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            log.debug("role metrics receiver: %d connections open, closing a new one", MAX_CONNECTIONS)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("role metrics receiver: connection dropped", exc_info=True)  # never a traceback on stderr
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    timeout = READ_TIMEOUT
+    _body_read = False
+
+    def do_POST(self) -> None:
+        if not self._on_path():
+            return
+        try:
+            metric = parse(self._body())
+            self.server.store.apply(metric)
+        except UserMetricError as exc:
+            log.debug("role metric refused: %s", exc)
+            self._send(exc.status, f"{exc}\n")
+            return
+        except Exception:  # a bug of ours: say so without the details, log them
+            log.exception("role metrics receiver failed on a request")
+            self._send(500, "internal error\n")
+            return
+        self._send(200, "")
+
+    def _refuse_method(self) -> None:
+        if self._on_path():
+            self._send(405, "Method not allowed\n", allow=True)
+
+    do_GET = do_HEAD = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse_method
+
+    def _on_path(self) -> bool:
+        if self.path.split("?", 1)[0] == PATH:
+            return True
+        self._send(404, "404 page not found\n")
+        return False
+
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding"):
+            raise UserMetricError("Transfer-Encoding is not supported: send Content-Length", 411)
+        raw = self.headers.get("Content-Length")
+        if raw is None:
+            raise UserMetricError("Content-Length required", 411)
+        raw = raw.strip()
+        if not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
+            raise UserMetricError("Content-Length: not a number of bytes")
+        length = int(raw)
+        if length > MAX_BODY_BYTES:
+            raise UserMetricError(f"body is {length} bytes; at most {MAX_BODY_BYTES} are accepted", 413)
+        chunks, remaining, deadline = [], length, time.monotonic() + BODY_DEADLINE
+        while remaining > 0:
+            if time.monotonic() > deadline:
+                raise UserMetricError("body arrived too slowly")
+            try:
+                chunk = self.rfile.read1(remaining)
+            except TimeoutError:
+                raise UserMetricError("body arrived too slowly") from None
+            if not chunk:
+                raise UserMetricError(f"body ended after {length - remaining} of {length} bytes")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        self._body_read = True
+        return b"".join(chunks)
+
+    def _send(self, code: int, text: str, allow: bool = False) -> None:
+        body = text.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        if allow:
+            self.send_header("Allow", "POST")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self.close_connection = True
+
+    def finish(self) -> None:
+        """After a refusal that left the body unread, drain a little of it before the socket closes.
+
+        Closing a socket with unread data sends a reset, which can destroy the answer before the client
+        reads it; reading on (bounded in bytes and time) lets the client see why it was refused.
+        """
+        super().finish()
+        headers = getattr(self, "headers", None)
+        if (
+            self._body_read
+            or headers is None
+            or not (headers.get("Content-Length") or headers.get("Transfer-Encoding"))
+        ):
+            return
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            self.connection.settimeout(1.0)
+            drained, deadline = 0, time.monotonic() + 2.0
+            while drained < MAX_BODY_BYTES and time.monotonic() < deadline:
+                chunk = self.connection.recv(16384)
+                if not chunk:
+                    break
+                drained += len(chunk)
+        except OSError:
+            pass  # the client went away: nothing left to protect
+
+    def log_message(self, format: str, *args: object) -> None:
+        return  # one line per metric update would drown the log; refusals are logged at debug
+
+
+def serve(
+    address: str, store: UserMetrics = USER_METRICS, max_connections: int = MAX_CONNECTIONS
+) -> ThreadingHTTPServer | None:
+    """Listen on ``address`` (None when disabled with '0'); ``OSError`` when it cannot be bound."""
+    bind = parse_address(address)
+    if bind is None:
+        return None
+    server = _Server(bind, store, max_connections)
+    threading.Thread(target=server.serve_forever, name="user-metrics", daemon=True).start()
+    log.info("receiving role metrics on %s", url(server))
+    return server
+
+
+def url(server: ThreadingHTTPServer) -> str:
+    """Where roles send to: the bound host and port (an IPv6 host in brackets)."""
+    host, port = server.server_address[:2]
+    host = str(host)
+    return f"http://[{host}]:{port}{PATH}" if ":" in host else f"http://{host}:{port}{PATH}"

@@ -1,0 +1,204 @@
+"""The role metrics receiver over real sockets: answers, bounds, and how the operator starts it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+
+import pytest
+
+from hybrid_operator import cli, health, receiving
+from hybrid_operator.errors import ConfigError
+from hybrid_operator.usermetrics import USER_METRICS, UserMetrics
+
+
+@pytest.fixture(scope="module")
+def shared_server() -> Iterator[ThreadingHTTPServer]:
+    """One server for the module (each shutdown waits out a 0.5 s poll); each test gets a fresh store."""
+    srv = receiving.serve("127.0.0.1:0", UserMetrics(), max_connections=2)
+    assert srv is not None
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.fixture
+def store() -> UserMetrics:
+    return UserMetrics(limit=10, reserved=set)
+
+
+@pytest.fixture
+def server(shared_server: ThreadingHTTPServer, store: UserMetrics) -> ThreadingHTTPServer:
+    shared_server.store = store  # type: ignore[attr-defined]
+    return shared_server
+
+
+def port(srv: ThreadingHTTPServer) -> int:
+    return int(srv.server_address[1])
+
+
+def request(srv: ThreadingHTTPServer, method: str, data: bytes | None, path: str = "/metrics") -> tuple[int, str]:
+    req = urllib.request.Request(f"http://127.0.0.1:{port(srv)}{path}", data=data, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return int(resp.status), resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read().decode()
+
+
+def raw(srv: ThreadingHTTPServer, head: bytes, body: bytes | None = b"") -> str:
+    """Send a request as written (``body`` None: send the head only and keep the connection open)."""
+    with socket.create_connection(("127.0.0.1", port(srv)), timeout=5) as sock:
+        sock.sendall(head + b"\r\n\r\n")
+        if body is not None:
+            sock.sendall(body)
+            sock.shutdown(socket.SHUT_WR)
+        return b"".join(iter(lambda: sock.recv(4096), b"")).decode()
+
+
+def test_a_valid_post_is_applied_and_answered_200(server: ThreadingHTTPServer, store: UserMetrics) -> None:
+    doc = {"name": "jobs", "description": "jobs done", "counter": {"increment": True, "add": None}}
+    assert request(server, "POST", json.dumps(doc).encode()) == (200, "")
+    assert "jobs 1.0\n" in store.render().decode()
+
+
+def test_a_malformed_post_is_answered_400_with_the_reason(server: ThreadingHTTPServer, store: UserMetrics) -> None:
+    assert request(server, "POST", b'{"name": "bad name", "gauge": {}}') == (
+        400,
+        "name: 'bad name' is not a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)\n",
+    )
+    assert request(server, "POST", b"not json")[0] == 400
+    assert len(store) == 0
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE", "PATCH", "OPTIONS"])
+def test_other_methods_are_answered_405(server: ThreadingHTTPServer, method: str) -> None:
+    assert request(server, method, None) == (405, "Method not allowed\n")
+
+
+def test_other_paths_are_answered_404(server: ThreadingHTTPServer) -> None:
+    assert request(server, "POST", b"{}", path="/other")[0] == 404
+
+
+def test_a_body_without_length_is_refused(server: ThreadingHTTPServer) -> None:
+    answer = raw(server, b"POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked", b"2\r\n{}\r\n0\r\n\r\n")
+    assert answer.startswith("HTTP/1.0 411")
+    assert raw(server, b"POST /metrics HTTP/1.1\r\nHost: x").startswith("HTTP/1.0 411")
+
+
+def test_a_huge_body_is_refused_unread(server: ThreadingHTTPServer) -> None:
+    answer = raw(server, b"POST /metrics HTTP/1.1\r\nContent-Length: 10000000\r\n\r\n" + b"{}" * 20_000, None)
+    assert answer.startswith("HTTP/1.0 413") and "at most 65536" in answer
+
+
+@pytest.mark.parametrize("length", [b"-1", b"ten", b"1e3", "\u0661".encode(), b"9" * 5000])
+def test_a_bad_length_is_refused(server: ThreadingHTTPServer, length: bytes) -> None:
+    assert raw(server, b"POST /metrics HTTP/1.1\r\nContent-Length: " + length, b"{}").startswith("HTTP/1.0 400")
+
+
+def test_a_short_body_is_refused(server: ThreadingHTTPServer) -> None:
+    answer = raw(server, b"POST /metrics HTTP/1.1\r\nContent-Length: 100", b'{"name": "m"')
+    assert answer.startswith("HTTP/1.0 400") and "body ended after 12 of 100 bytes" in answer
+
+
+def test_a_body_that_stalls_is_refused(server: ThreadingHTTPServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(receiving._Handler, "timeout", 0.3)
+    started = time.monotonic()
+    answer = raw(server, b"POST /metrics HTTP/1.1\r\nContent-Length: 10\r\n\r\n{", None)
+    assert time.monotonic() - started < 3
+    assert answer.startswith("HTTP/1.0 400") and "too slowly" in answer
+
+
+def test_connections_past_the_cap_are_closed_and_the_rest_still_served(
+    server: ThreadingHTTPServer, store: UserMetrics
+) -> None:
+    idle = [socket.create_connection(("127.0.0.1", port(server)), timeout=5) for _ in range(2)]
+    try:
+        time.sleep(0.3)  # both accepted and waiting for their request line
+        with socket.create_connection(("127.0.0.1", port(server)), timeout=5) as third:
+            assert third.recv(100) == b""  # closed unanswered
+    finally:
+        for sock in idle:
+            sock.close()
+    body = json.dumps({"name": "g", "gauge": {"set": 3}}).encode()
+    deadline = time.monotonic() + 5
+    while request(server, "POST", body)[0] != 200:  # the idle ones' slots come back as their threads end
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert "g 3.0\n" in store.render().decode()
+
+
+@pytest.mark.parametrize(
+    ("address", "bind"),
+    [
+        ("localhost:5050", ("localhost", 5050)),
+        (":5050", ("localhost", 5050)),
+        ("0.0.0.0:1", ("0.0.0.0", 1)),
+        ("[::1]:0", ("::1", 0)),
+        ("0", None),
+        ("", None),
+    ],
+)
+def test_addresses(address: str, bind: tuple[str, int] | None) -> None:
+    assert receiving.parse_address(address) == bind
+
+
+@pytest.mark.parametrize("address", ["localhost", "localhost:http", "localhost:70000", "5050"])
+def test_bad_addresses_are_config_errors(address: str) -> None:
+    with pytest.raises(ConfigError, match="--user-metrics-bind-address"):
+        receiving.parse_address(address)
+
+
+def test_the_operator_tells_its_runs_where_the_receiver_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(receiving.URL_ENV, "stale")
+    srv = cli._receive_role_metrics("127.0.0.1:0")
+    assert srv is not None
+    try:
+        assert os.environ[receiving.URL_ENV] == f"http://127.0.0.1:{port(srv)}/metrics"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_busy_port_turns_role_metrics_off_without_stopping_the_operator(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(receiving.URL_ENV, "stale")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with caplog.at_level(logging.ERROR):
+            assert cli._receive_role_metrics(f"127.0.0.1:{taken.getsockname()[1]}") is None
+    assert os.environ[receiving.URL_ENV] == ""
+    assert "role metrics are off" in caplog.text
+
+
+def test_disabled_means_off_for_the_runs_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(receiving.URL_ENV, "stale")
+    assert cli._receive_role_metrics("0") is None
+    assert os.environ[receiving.URL_ENV] == ""
+
+
+def test_the_operators_metrics_endpoint_carries_the_role_metrics() -> None:
+    srv = receiving.serve("127.0.0.1:0")  # the operator's own store
+    metrics = health.serve("127.0.0.1:0", None, metrics=True)
+    assert srv is not None and metrics is not None
+    try:
+        doc = {"name": "test_receiving_backups", "description": "backups", "gauge": {"set": 2}}
+        assert request(srv, "POST", json.dumps(doc).encode())[0] == 200
+        with urllib.request.urlopen(f"http://127.0.0.1:{port(metrics)}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        assert "# TYPE test_receiving_backups gauge\ntest_receiving_backups 2.0\n" in text
+        assert "ansible_operator_reconcile_result" in text  # the operator's own are still there
+    finally:
+        for s in (srv, metrics):
+            s.shutdown()
+            s.server_close()
+    assert "test_receiving_backups" in USER_METRICS.render().decode()
