@@ -56,6 +56,16 @@ def _size(text: str) -> int:
     return int(match.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[unit]
 
 
+def default_artifacts_dir() -> Path:
+    """``$TMPDIR/hybrid-operator-<uid>/runner``: one per user, so that no user runs what another left there.
+
+    Under a shared name, whoever made the dir first (another user, or someone who planted it) would own
+    what every later operator runs. This one is checked like any other (``privatedirs``, when the
+    executor opens it): if someone else made it, the operator refuses to start and says why.
+    """
+    return Path(tempfile.gettempdir()) / f"hybrid-operator-{os.geteuid()}" / "runner"
+
+
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     a = parser.add_argument
@@ -110,8 +120,9 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     )
     a(
         "--runner-artifacts-dir",
-        default=os.path.join(tempfile.gettempdir(), "hybrid-operator", "runner"),
-        help="where each run's private data dir and artifacts live",
+        default=str(default_artifacts_dir()),
+        help="where each run's private data dir and artifacts live: a directory of this user's with mode 0700 "
+        "(created so if missing; the operator refuses to start on one another user could have written)",
     )
     a(
         "--max-artifacts-size",

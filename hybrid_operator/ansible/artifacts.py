@@ -6,6 +6,8 @@ runs and lets ansible-runner's rotation delete a live run). After each run the s
 ``maxRunnerArtifacts`` run dirs of that object **and** keeps the whole tree under a byte budget, deleting
 the oldest runs of any object first: upstream never purges and fills disks (ansible-operator-plugins#47).
 Used by the executors in ``running``; the index of run dirs is in memory, so no run walks the whole tree.
+The root and every dir under it are this user's alone (``privatedirs``): the operator refuses to start on
+a root another user could have written, since what is found there is run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
+from hybrid_operator.privatedirs import ensure_private_dir
+
+ROOT_PURPOSE = "runner artifacts dir (--runner-artifacts-dir)"
+
 
 def dir_size(path: Path) -> int:
     total = 0
@@ -31,14 +37,14 @@ def dir_size(path: Path) -> int:
 
 class ArtifactStore:
     def __init__(self, root: Path, max_bytes: int) -> None:
-        self.root = root
+        # Every run's input is read from here: a dir another user could have written is refused.
+        self.root = ensure_private_dir(root, ROOT_PURPOSE)
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._runs: OrderedDict[Path, int] = OrderedDict()  # oldest first -> size
         self._live: set[Path] = set()
         self._bytes = 0
         self._seq = itertools.count()
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._index_existing()
 
     @property
@@ -47,8 +53,7 @@ class ArtifactStore:
 
     def new_run_dir(self, object_path: tuple[str, ...], run_id: str) -> Path:
         """A fresh, empty dir for one run; the name sorts by start time."""
-        parent = self.root.joinpath(*[p or "_" for p in object_path])
-        parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        parent = ensure_private_dir(self.root.joinpath(*[p or "_" for p in object_path]), ROOT_PURPOSE)
         # A sequence number after the second: runs of one object sort by start within one second too.
         run_dir = parent / f"{time.strftime('%Y%m%dT%H%M%S')}-{next(self._seq):08d}-{run_id}"
         run_dir.mkdir(mode=0o700)

@@ -34,6 +34,8 @@ import time
 import traceback
 from pathlib import Path
 
+from hybrid_operator.privatedirs import ensure_private_dir
+
 log = logging.getLogger(__name__)
 
 # What the modules our roles use import at start: preloaded once, shared by every forked child.
@@ -105,7 +107,7 @@ class ModuleServer:
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self, env: dict[str, str] | None = None, timeout: float = 60.0) -> None:
-        self.runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ensure_private_dir(self.runtime_dir, "module server dir")  # its socket runs code: ours alone
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket_path)
         write_client(self.client, self.socket_path)

@@ -10,12 +10,13 @@ scrubs the environment out of the ``command`` artifact, and hands the dir to the
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import shutil
 import sys
-import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from hybrid_operator.ansible import inputdir
 from hybrid_operator.ansible.artifacts import ArtifactStore
 from hybrid_operator.ansible.modserver import ModuleServer
 from hybrid_operator.ansible.results import EventCollector, RunResult
+from hybrid_operator.privatedirs import TempDir, ensure_private_dir, write_private_file
 
 log = logging.getLogger(__name__)
 
@@ -141,21 +143,27 @@ class RunSetup:
         self.settings = settings
         self.store = ArtifactStore(settings.artifacts_root, settings.artifacts_max_bytes)
         self.env = ansible_environment(settings)
-        self._wrappers = settings.artifacts_root / ".playbooks"
-        self._wrappers.mkdir(parents=True, exist_ok=True)
+        # This executor's own files: the wrapper playbooks and the module server's socket. A new private
+        # dir, removed by close(), never one found on disk: Ansible also reads group_vars/, host_vars/ and
+        # plugin dirs beside a playbook, so nothing another user could have put there may be near one.
+        self.scratch = TempDir("hyop-")
+        self._wrapper_dir = ensure_private_dir(self.scratch.path / "playbooks")
+        self._wrappers: dict[str, Path] = {}  # role -> its wrapper, written by this executor
+        self._wrappers_lock = threading.Lock()
         self.python = sys.executable
         self.modules: ModuleServer | None = None
         if settings.module_server:
             self.env["ANSIBLE_PIPELINING"] = "true"  # the module arrives on stdin: no temp file per task
         if settings.module_server and module_server:
             # A short private path: Unix socket paths are limited to about 100 bytes.
-            self.modules = ModuleServer(Path(tempfile.mkdtemp(prefix="hyop-")))
+            self.modules = ModuleServer(self.scratch.path)
             self.modules.start()
             self.python = str(self.modules.client)
 
     def close(self) -> None:
         if self.modules is not None:
             self.modules.stop()
+        self.scratch.close()
 
     def new_run_dir(self, request: RunRequest) -> Path:
         object_path = (request.group, request.version, request.kind, request.namespace, request.name)
@@ -165,12 +173,14 @@ class RunSetup:
         if request.playbook is not None:
             return request.playbook
         assert request.role is not None
-        name = request.role.strip("/").replace("/", "_")
-        path = self._wrappers / f"{name}.yml"
-        if not path.exists():
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(inputdir.role_playbook(request.role), encoding="utf-8")
-            tmp.replace(path)
+        with self._wrappers_lock:  # written once per executor, by this executor: never read from disk first
+            path = self._wrappers.get(request.role)
+            if path is None:
+                # The digest keeps roles apart whose names flatten alike ("a/b" and "a_b").
+                digest = hashlib.sha256(request.role.encode()).hexdigest()[:8]
+                name = f"{request.role.strip('/').replace('/', '_')}-{digest}.yml"
+                path = write_private_file(self._wrapper_dir / name, inputdir.role_playbook(request.role))
+                self._wrappers[request.role] = path
         return path
 
     def runner_options(self, request: RunRequest, run_dir: Path) -> dict[str, Any]:

@@ -30,7 +30,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from hybrid_operator.ansible import inputdir
 from hybrid_operator.ansible.results import EventCollector, RunResult
 from hybrid_operator.ansible.running import ExecutorSettings, RunRequest, RunSetup, finished_result
 from hybrid_operator.ansible.zygote import KILL_GRACE, kill, terminate
+from hybrid_operator.privatedirs import TempDir
 
 log = logging.getLogger(__name__)
 
@@ -290,7 +290,8 @@ class WarmExecutor:
         self.store = self.setup.store
         # The zygote's own files (its log, its warm-up run): private, and outside the artifact store, which
         # would otherwise count the warm-up run as one of its own and one day delete it.
-        self.home = Path(tempfile.mkdtemp(prefix="hyop-warm-"))
+        self._home = TempDir("hyop-warm-")
+        self.home = self._home.path
         self._lock = threading.Lock()
         self._zygote: Zygote | None = None
         self._failed_at = 0.0
@@ -332,7 +333,7 @@ class WarmExecutor:
         if zygote is not None:
             zygote.stop()
         self.setup.close()
-        shutil.rmtree(self.home, ignore_errors=True)
+        self._home.close()
 
     def run(self, request: RunRequest) -> RunResult:
         started = time.monotonic()

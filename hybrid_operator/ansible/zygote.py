@@ -47,7 +47,6 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 import warnings
@@ -56,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hybrid_operator.ansible import inworker
+from hybrid_operator.privatedirs import new_temp_dir
 
 # The ansible-core releases whose process-wide state this module knows how to reset (pyproject pins the same).
 SUPPORTED_ANSIBLE = ((2, 18), (2, 20))  # >= first, < second
@@ -518,7 +518,7 @@ class Zygote:
     # -- serving
 
     def _fork(self, run: dict[str, Any]) -> int:
-        local_tmp = tempfile.mkdtemp(prefix="run-", dir=self.tmp_root)
+        local_tmp = str(new_temp_dir("run-", self.tmp_root))
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()

@@ -219,6 +219,7 @@ class Operator:
         finished = not any(t.is_alive() for t in self._workers)
         self.executor.close()
         self.proxy.stop()
+        self.reconciler.close()
         return finished
 
     # -- workers ---------------------------------------------------------------------------------------
@@ -334,33 +335,39 @@ def run_operator(config: Config, watches: list[Watch], probes: Probes, stopping:
         module_server=config.module_server,
     )
     executor = _executor(config.executor, settings)
-    operator = Operator(config, watches, kube, executor, probes)
+    try:
+        operator = Operator(config, watches, kube, executor, probes)
+    except BaseException:
+        executor.close()  # its zygote and temporary dirs go with it
+        raise
     threading.Thread(target=_forward_stop, args=(stopping, operator.stop), daemon=True).start()
     elector = _elector(config, kube) if config.leader_elect else None
     lost = threading.Event()
-    if elector is not None:
-        metrics.IS_LEADER.set(0)
-        probes.ready["leader"] = elector.can_lead
-        operator.standby = True
-        if not elector.acquire(stopping):
-            return 0
-        operator.standby = False
+    try:  # however this ends, shutdown() stops the executor and removes the temporary dirs
+        if elector is not None:
+            metrics.IS_LEADER.set(0)
+            probes.ready["leader"] = elector.can_lead
+            operator.standby = True
+            if not elector.acquire(stopping):
+                return 0
+            operator.standby = False
 
-        def on_lost() -> None:
-            lost.set()
-            stopping.set()
+            def on_lost() -> None:
+                lost.set()
+                stopping.set()
 
-        threading.Thread(target=elector.keep, args=(stopping, on_lost), name="lease", daemon=True).start()
-    metrics.IS_LEADER.set(1)
-    try:
-        operator.start()
-    except OperatorError as exc:
-        log.error("could not start: %s", exc)
-        return 1
-    log.info("started: %d kinds, up to %d reconciles at once", len(watches), config.max_concurrent_total)
-    stopping.wait()
-    if not operator.shutdown(config.graceful_shutdown_timeout):
-        log.warning("graceful shutdown timeout reached; abandoning running reconciles")
+            threading.Thread(target=elector.keep, args=(stopping, on_lost), name="lease", daemon=True).start()
+        metrics.IS_LEADER.set(1)
+        try:
+            operator.start()
+        except OperatorError as exc:
+            log.error("could not start: %s", exc)
+            return 1
+        log.info("started: %d kinds, up to %d reconciles at once", len(watches), config.max_concurrent_total)
+        stopping.wait()
+    finally:
+        if not operator.shutdown(config.graceful_shutdown_timeout):
+            log.warning("graceful shutdown timeout reached; abandoning running reconciles")
     if elector is not None and not lost.is_set():
         elector.release()
     log.info("stopped")

@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import secrets
-import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from hybrid_operator.kube import patching
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 from hybrid_operator.kube.events import EventRecorder
 from hybrid_operator.kube.proxy import ApiProxy, Owner
+from hybrid_operator.privatedirs import TempDir
 from hybrid_operator.reactor import admitting
 from hybrid_operator.reactor.queueing import Key
 from hybrid_operator.watches import Watch
@@ -77,8 +77,13 @@ class Reconciler:
         # has delivered that write, and must not run on the status from before it.
         self._written: dict[Key, KubeObject] = {}
         self._written_lock = threading.Lock()
-        # Per-run kubeconfigs hold the proxy's secret: a private dir, never the artifacts.
-        self._kubeconfigs = Path(tempfile.mkdtemp(prefix="hybrid-operator-runs-"))
+        # Per-run kubeconfigs hold the proxy's secret: a private dir, never the artifacts; gone at close().
+        self._scratch = TempDir("hybrid-operator-runs-")
+        self._kubeconfigs = self._scratch.path
+
+    def close(self) -> None:
+        """Remove the per-run kubeconfigs (the orchestration calls this when it stops)."""
+        self._scratch.close()
 
     def reconcile(self, key: Key, ctx: KindContext) -> Outcome:
         obj = self._newest(key, ctx.lookup(key.namespace, key.name))

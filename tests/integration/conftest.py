@@ -134,7 +134,13 @@ class OperatorProcess:
 def operator(kubeconfig: str, crds: None, namespace: str, tmp_path: Path) -> Iterator[Callable[..., OperatorProcess]]:
     started: list[OperatorProcess] = []
 
-    def start(watches: Path, *args: str, env: dict[str, str] | None = None, wait_ready: bool = True) -> OperatorProcess:
+    def start(
+        watches: Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        wait_ready: bool = True,
+        default_artifacts: bool = False,  # no --runner-artifacts-dir: the operator's default
+    ) -> OperatorProcess:
         index = len(started)
         health, metrics = free_port(), free_port()
         artifacts = tmp_path / f"artifacts-{index}"
@@ -159,8 +165,7 @@ def operator(kubeconfig: str, crds: None, namespace: str, tmp_path: Path) -> Ite
             # Role metrics on a port of the kernel's choosing: operators side by side never share 5050.
             "--user-metrics-bind-address",
             "127.0.0.1:0",
-            "--runner-artifacts-dir",
-            str(artifacts),
+            *([] if default_artifacts else ["--runner-artifacts-dir", str(artifacts)]),
             "--ansible-verbosity",
             "0",
             *args,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -138,3 +140,9 @@ def test_per_kind_bad_value_names_the_variable(raw: str, problem: str) -> None:
     name = "MAX_CONCURRENT_RECONCILES_FOO_SAMPLECONTROLLER_K8S_IO"
     with pytest.raises(ConfigError, match=f"{name} must .*{problem}"):
         config().per_kind("MAX_CONCURRENT_RECONCILES", FOO, 1, env={name: raw})
+
+
+def test_the_default_artifacts_dir_is_per_user() -> None:
+    """A shared default would be the same dir for every user: whoever made it first would own the runs."""
+    expected = Path(tempfile.gettempdir()) / f"hybrid-operator-{os.geteuid()}" / "runner"
+    assert config().artifacts_dir == expected

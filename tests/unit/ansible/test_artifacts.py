@@ -11,6 +11,7 @@ import pytest
 
 from hybrid_operator.ansible import artifacts
 from hybrid_operator.ansible.artifacts import ArtifactStore, dir_size
+from hybrid_operator.privatedirs import ensure_private_dir
 
 A = ("cache.example.com", "v1alpha1", "Memcached", "shop", "a")
 B = ("cache.example.com", "v1alpha1", "Memcached", "shop", "b")
@@ -94,7 +95,7 @@ def test_live_runs_are_never_deleted(tmp_path: Path, clock: _Clock) -> None:
 
 def _leftover(root: Path, obj: tuple[str, ...], name: str, size: int, mtime: float) -> Path:
     run_dir = root.joinpath(*obj, name)
-    (run_dir / "env").mkdir(parents=True)
+    ensure_private_dir(run_dir / "env")  # as an earlier operator left it: mode 0700 all the way
     (run_dir / "env" / "extravars").write_bytes(b"x" * size)
     os.utime(run_dir, (mtime, mtime))
     return run_dir
