@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -76,6 +77,17 @@ class Resource:
         return base
 
 
+_KEEPALIVE = [
+    *urllib3.connection.HTTPConnection.default_socket_options,
+    (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
+    *[
+        (socket.IPPROTO_TCP, getattr(socket, name), value)
+        for name, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3))
+        if hasattr(socket, name)
+    ],
+]
+
+
 def _retry_after(raw: str | None) -> float | None:
     """Retry-After in seconds (the API server sends whole seconds), bounded to an hour."""
     if raw is None or not raw.strip().isdigit():
@@ -106,6 +118,9 @@ class Kube:
         pool = max(16, int(api.configuration.connection_pool_maxsize or 0))
         api.configuration.connection_pool_maxsize = pool
         api.rest_client.pool_manager.connection_pool_kw["maxsize"] = pool
+        # A connection whose peer vanished (a dropped NAT entry, a dead load balancer) is found by the
+        # kernel within about a minute instead of never: idle 30 s, then 3 probes 10 s apart.
+        api.rest_client.pool_manager.connection_pool_kw["socket_options"] = _KEEPALIVE
         return cls(api)
 
     # -- discovery -------------------------------------------------------------------------------------
@@ -161,6 +176,7 @@ class Kube:
                     if line.strip():
                         yield jsondecoding.loads(line)
         except urllib3.exceptions.HTTPError as exc:  # the stream broke: the caller resumes from its last version
+            self._forget_connections(exc)
             raise ApiError(0, f"watch stream interrupted: {exc}") from exc
         finally:
             response.release_conn()
@@ -194,6 +210,7 @@ class Kube:
                 retries=False,
             )
         except urllib3.exceptions.HTTPError as exc:
+            self._forget_connections(exc)
             raise ApiError(0, f"cannot reach the API server: {exc}") from exc
         if response.status >= 400:
             data = response.data.decode("utf-8", "replace")
@@ -201,6 +218,12 @@ class Kube:
             response.release_conn()
             raise ApiError(response.status, response.reason or "", data, retry_after)
         return response
+
+    def _forget_connections(self, exc: Exception) -> None:
+        """After a timeout, drop every pooled connection: when one went silent (a dropped NAT entry, a
+        half-dead load balancer), its idle siblings almost surely did too, and each would cost a timeout."""
+        if isinstance(exc, urllib3.exceptions.TimeoutError | urllib3.exceptions.ProtocolError):
+            self.api.rest_client.pool_manager.clear()
 
     # -- conveniences ----------------------------------------------------------------------------------
 

@@ -294,7 +294,7 @@ class ApiProxy:
                 headers=headers,
                 preload_content=False,
                 # A silent API server must not hold the run (and this thread) forever; watches end sooner.
-                timeout=urllib3.Timeout(connect=10, read=600 if "watch=" in query else 120),
+                timeout=urllib3.Timeout(connect=10, read=600 if "watch=" in query else 30),
                 retries=False,
                 redirect=False,
             )

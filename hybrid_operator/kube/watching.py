@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,10 @@ from hybrid_operator import metrics
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 
 log = logging.getLogger(__name__)
+
+WATCH_SECONDS = 35  # the server ends each watch after 25-35 s
+READ_TIMEOUT = 45  # seconds without a byte before a watch connection is taken for dead
+STALE_AFTER = 120  # seconds without progress before /readyz says so
 
 EventHandler = Callable[[str, KubeObject | None, KubeObject], None]
 
@@ -54,6 +59,7 @@ class Informer:
         self._rv = ""
         self._gvk = str(resource.gvk)
         self._failures = 0  # consecutive failed lists or watches
+        self._progress = time.monotonic()  # last time a list, a watch or an event got through
         self._last_error = ""
 
     # -- the store -------------------------------------------------------------------------------------
@@ -72,9 +78,12 @@ class Informer:
     def health(self, threshold: int = 3) -> tuple[bool, str]:
         """Failing once is normal (a stream ends, the server restarts); failing ``threshold`` times in a row
         is not, and the reason is what the probe shows."""
+        where = f"{self._gvk} in {self.namespace or 'all namespaces'}"
         if self._failures >= threshold:
-            where = f"{self._gvk} in {self.namespace or 'all namespaces'}"
             return False, f"watch of {where} failed {self._failures} times in a row: {self._last_error}"
+        silent = time.monotonic() - self._progress
+        if silent > STALE_AFTER:
+            return False, f"watch of {where} has made no progress for {silent:.0f}s"
         return True, "ok"
 
     # -- the loop --------------------------------------------------------------------------------------
@@ -155,16 +164,22 @@ class Informer:
             log.info("synced %d objects", len(fresh), extra={"gvk": self._gvk, "namespace": self.namespace})
         self.synced.set()
         self._failures = 0
+        self._progress = time.monotonic()
 
     def _watch(self, stop: threading.Event) -> None:
-        timeout = random.randint(240, 480)  # spread re-watches of many kinds over time
+        # Short watches with a read timeout just above them: a connection that went silent (and so never
+        # says it died) is given up within READ_TIMEOUT seconds, not after minutes. Resuming from the last
+        # resourceVersion costs one request; the spread keeps many informers from re-watching together.
+        timeout = random.randint(WATCH_SECONDS - 10, WATCH_SECONDS)
+        self._progress = time.monotonic()
         query: dict[str, Any] = {
             "resourceVersion": self._rv,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": timeout,
             "labelSelector": self.label_selector,
         }
-        for event in self.kube.stream(self.resource.path(self.namespace or None), query, timeout + 30):
+        for event in self.kube.stream(self.resource.path(self.namespace or None), query, READ_TIMEOUT):
+            self._progress = time.monotonic()
             if stop.is_set():
                 return
             kind, obj = event.get("type"), event.get("object") or {}
