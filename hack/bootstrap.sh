@@ -1,26 +1,103 @@
 #!/usr/bin/env bash
-# Create (or refresh) the project's virtualenv in .venv from pyproject.toml: the operator, ansible-core,
-# ansible-runner, the `ansible` package's collections (kubernetes.core, openstack.cloud), and the test
-# tools. Skips the install when pyproject.toml has not changed since the last one.
-#   hack/bootstrap.sh            # prints the venv's bin directory as its last line
+# Create (or refresh) a virtualenv with the operator, ansible-core, ansible-runner, the `ansible` package's
+# collections (kubernetes.core, openstack.cloud) and the test tools, pinned by hack/constraints/.
+#
+#   hack/bootstrap.sh            # .venv: the newest supported ansible-core on the newest Python it takes
+#   hack/bootstrap.sh 2.19       # a venv for one supported ansible-core minor (CI's matrix), cached
+#   hack/bootstrap.sh canary     # the newest ansible-core and `ansible` releases on PyPI, whatever our range
+#
+# The last line printed is the venv's bin directory. Each hack/constraints/ansible-core-X.Y.txt pins one
+# supported minor and says which Pythons it takes, best first ("# python: 3.13 3.12"); the default venv
+# gets the newest minor for which one of those Pythons is installed (python3.X on PATH or under pyenv), so a
+# machine with Python 3.13 gets ansible-core 2.21 and one with only 3.11 gets 2.19. PYTHON=/path/to/python
+# chooses the interpreter instead (and with it the newest minor that takes it). A venv is reinstalled only
+# when pyproject.toml, its constraints file or its Python changes; the matrix venvs live under
+# ${XDG_CACHE_HOME:-~/.cache}/hybrid-operator/venvs/, one set per checkout.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-venv=${HYBRID_OPERATOR_VENV:-$root/.venv}
-python=${PYTHON:-python3}
+constraints_dir=$root/hack/constraints
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/hybrid-operator
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
 
-"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
-  { log "error: Python 3.11 or newer is required (found $("$python" --version 2>&1))"; exit 1; }
-stamp="$venv/.installed-$(sha256sum "$root/pyproject.toml" | cut -c1-16)"
-if [ ! -f "$stamp" ]; then
-  log "installing the project and its dependencies into $venv (first time: a few minutes)"
+# The X.Y of an interpreter that runs (a pyenv shim for a version not selected exits non-zero).
+python_minor() { "$1" -P -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
+
+# A working interpreter for Python X.Y: python3.Y on PATH, else the newest pyenv build of X.Y.
+find_python() {
+  local want=$1 candidate pyenv_root
+  if candidate=$(command -v "python$want") && [ "$(python_minor "$candidate")" = "$want" ]; then
+    echo "$candidate"
+    return 0
+  fi
+  pyenv_root=${PYENV_ROOT:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")}
+  while read -r candidate; do
+    candidate=$candidate/bin/python$want
+    if [ -x "$candidate" ] && [ "$(python_minor "$candidate")" = "$want" ]; then
+      echo "$candidate"
+      return 0
+    fi
+  done < <(find "$pyenv_root/versions" -maxdepth 1 -regex ".*/${want//./\\.}\.[0-9]+" 2>/dev/null | sort -rV)
+  return 1
+}
+
+pythons_of() { sed -n 's/^# python: *//p' "$1"; }  # the Pythons a constraints file takes, best first
+minors() { find "$constraints_dir" -name 'ansible-core-*.txt' | sed 's/.*ansible-core-\(.*\)\.txt/\1/' | sort -rV; }
+
+# Choose the constraints file (ansible-core minor) and the interpreter.
+target=${1:-default}
+case $target in
+  default | canary) wanted=$(minors) ;;
+  [0-9]*.[0-9]*)
+    [ -f "$constraints_dir/ansible-core-$target.txt" ] || die "ansible-core $target is not supported (no hack/constraints/ansible-core-$target.txt)"
+    wanted=$target ;;
+  *) die "usage: hack/bootstrap.sh [default | X.Y | canary]" ;;
+esac
+minor="" python=""
+for candidate_minor in $wanted; do
+  for version in $(pythons_of "$constraints_dir/ansible-core-$candidate_minor.txt"); do
+    if [ -n "${PYTHON:-}" ]; then
+      [ "$(python_minor "$PYTHON")" = "$version" ] && python=$PYTHON
+    else
+      python=$(find_python "$version") || python=""
+    fi
+    if [ -n "$python" ]; then minor=$candidate_minor; break 2; fi
+  done
+done
+[ -n "$minor" ] || die "no Python for ansible-core ${wanted//$'\n'/ or } (PYTHON=${PYTHON:-unset}; see hack/constraints/)"
+constraints=$constraints_dir/ansible-core-$minor.txt
+
+case $target in
+  default) venv=${HYBRID_OPERATOR_VENV:-$root/.venv} ;;
+  *) venv=${HYBRID_OPERATOR_VENV:-$cache/venvs/$(printf '%s' "$root" | sha256sum | cut -c1-8)/ansible-core-$target} ;;
+esac
+python_version=$("$python" -P -c 'import sys; print(sys.version.split()[0])')
+if [ -x "$venv/bin/python" ] && [ "$(python_minor "$venv/bin/python")" != "$(python_minor "$python")" ]; then
+  [ -f "$venv/pyvenv.cfg" ] || die "$venv is not a virtualenv; remove it or set HYBRID_OPERATOR_VENV"
+  log "$venv has another Python: making it again with $python_version"
+  rm -rf "$venv"
+fi
+
+key=$({ cat "$root/pyproject.toml" "$constraints"; echo "$python_version $target"; } | sha256sum | cut -c1-16)
+stamp="$venv/.installed-$key"
+if [ "$target" = canary ] || [ ! -f "$stamp" ]; then
+  log "installing into $venv: Python $python_version, ansible-core $minor constraints (first time: a few minutes)"
   # -P: never put the working directory first on sys.path: the repo's operator.py would shadow the
   # standard library's `operator` module.
   [ -x "$venv/bin/python" ] || "$python" -P -m venv "$venv"
   "$venv/bin/python" -P -m pip install -q --upgrade pip >&2
-  "$venv/bin/python" -P -m pip install -q -e "$root[test]" >&2
+  if [ "$target" = canary ]; then
+    # Everything else as pinned; then the newest `ansible` and, even if no `ansible` is built on it yet,
+    # the newest ansible-core (pip warns that it is outside our range: that is the point of a canary).
+    grep -v -E '^(ansible-core|ansible)==' "$constraints" >"$venv/constraints.txt"
+    "$venv/bin/python" -P -m pip install -q -e "$root[test]" -c "$venv/constraints.txt" >&2
+    "$venv/bin/python" -P -m pip install -q --upgrade ansible >&2
+    "$venv/bin/python" -P -m pip install -q --upgrade ansible-core 2>&1 | grep -v -i 'incompatible\|requires ansible-core' >&2 || true
+  else
+    "$venv/bin/python" -P -m pip install -q -e "$root[test]" -c "$constraints" >&2
+  fi
   rm -f "$venv"/.installed-*
   touch "$stamp"
-  log "installed"
+  log "installed: $("$venv/bin/python" -P -c 'import ansible.release as r, sys; print("Python", sys.version.split()[0], "ansible-core", r.__version__)')"
 fi
 echo "$venv/bin"

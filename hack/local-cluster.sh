@@ -182,13 +182,21 @@ make_pki() {
   mkdir -p "$pki" && chmod 700 "$pki"
   (
     cd "$pki" || exit 1
+    # The extensions a strict X.509 check wants (Python >= 3.13 verifies strictly by default): a CA with a
+    # critical keyUsage, certificates that name the key that signed them.
     openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
-      -subj "/CN=hybrid-operator-local-ca" 2>/dev/null
+      -subj "/CN=hybrid-operator-local-ca" -addext "basicConstraints=critical,CA:TRUE" \
+      -addext "keyUsage=critical,keyCertSign,cRLSign" -addext "subjectKeyIdentifier=hash" 2>/dev/null
+    leaf="basicConstraints=critical,CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+subjectKeyIdentifier=hash
+authorityKeyIdentifier=keyid:always"
     {
+      echo "$leaf"
       echo "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
       echo "extendedKeyUsage=serverAuth"
     } >server.ext
-    echo "extendedKeyUsage=clientAuth" >client.ext
+    printf '%s\nextendedKeyUsage=clientAuth\n' "$leaf" >client.ext
     sign server "/CN=kube-apiserver" server.ext
     sign admin "/O=system:masters/CN=kubernetes-admin" client.ext
     sign user "/CN=plain-user" client.ext

@@ -182,13 +182,25 @@ def _eligible(action: Any, in_data: object, sudoable: bool, executable: object, 
     return fqn
 
 
+def _run_in_worker(action: Any, in_data: bytes, encoding_errors: str, process_result: Any) -> dict[str, Any]:
+    """What ``ActionBase._low_level_execute_command`` returns, for the wrapper run in a fork of this worker."""
+    from ansible.module_utils.common.text.converters import to_text
+
+    cwd = to_text(action._loader.get_basedir(), errors="surrogate_or_strict")  # as the local connection does
+    rc, stdout, stderr = run_wrapper(in_data, action._hyop_environment or {}, cwd)
+    if process_result is not None:  # as ansible-core (2.21 and later) does right after exec_command
+        rc, stdout, stderr = process_result(rc, stdout, stderr)
+    out = action._strip_success_message(to_text(stdout, errors=encoding_errors))
+    err = to_text(stderr, errors=encoding_errors)
+    return {"rc": rc, "stdout": out, "stderr": err, "stdout_lines": out.splitlines(), "stderr_lines": err.splitlines()}
+
+
 def install(shared_root: str) -> None:
     """Patch this process's Ansible (see the module docstring). Idempotent."""
     if _installed:
         return
     from ansible import constants
     from ansible.executor import module_common
-    from ansible.module_utils.common.text.converters import to_text
     from ansible.plugins.action import ActionBase
 
     original_configure: Callable[..., Any] = ActionBase._configure_module
@@ -227,16 +239,12 @@ def install(shared_root: str) -> None:
         executable: str | None = None,
         encoding_errors: str = "surrogate_then_replace",
         chdir: str | None = None,
+        **newer: Any,  # keywords a newer ansible-core added (2.21: process_result)
     ) -> Any:
         fqn = _eligible(self, in_data, sudoable, executable, chdir) if getattr(self, "_hyop_armed", False) else None
-        if fqn is None or in_data is None:
-            return original_low_level(self, cmd, sudoable, in_data, executable, encoding_errors, chdir)
-        cwd = to_text(self._loader.get_basedir(), errors="surrogate_or_strict")  # as the local connection does
-        rc, stdout, stderr = run_wrapper(in_data, self._hyop_environment or {}, cwd)
-        out = self._strip_success_message(to_text(stdout, errors=encoding_errors))
-        err = to_text(stderr, errors=encoding_errors)
-        lines = {"stdout_lines": out.splitlines(), "stderr_lines": err.splitlines()}
-        return {"rc": rc, "stdout": out, "stderr": err, **lines}
+        if fqn is None or in_data is None or set(newer) - {"process_result"}:
+            return original_low_level(self, cmd, sudoable, in_data, executable, encoding_errors, chdir, **newer)
+        return _run_in_worker(self, in_data, encoding_errors, newer.get("process_result"))
 
     def _find_module_utils(**kwargs: Any) -> Any:
         module_path = str(kwargs.get("module_path") or "")

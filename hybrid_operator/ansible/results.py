@@ -93,6 +93,9 @@ class EventCollector:
     def __init__(self, run_id: str) -> None:
         self.result = RunResult(run_id=run_id)
         self._stats_seen = False
+        # task uuid -> the message of its first failed loop item: from ansible-core 2.21 the items in the
+        # task's final result no longer say which of them failed.
+        self._item_failures: dict[str, str] = {}
 
     def add(self, event: dict[str, Any]) -> None:
         kind = event.get("event", "")
@@ -102,8 +105,13 @@ class EventCollector:
             self._collect_requests(res)
             if data.get("task_action") in UPSTREAM_REQUEUE and RESULT_KEY not in res:
                 self._upstream_requeue(res)
+        elif kind == "runner_item_on_failed":
+            message = (data.get("res") or {}).get("msg")
+            if message and data.get("task_uuid"):
+                self._item_failures.setdefault(str(data["task_uuid"]), str(message))
         elif (kind == "runner_on_failed" and not data.get("ignore_errors")) or kind == "runner_on_unreachable":
-            self.result.failed_tasks.append(_failed_task(data, event.get("stdout", "")))
+            item_failure = self._item_failures.get(str(data.get("task_uuid") or ""), "")
+            self.result.failed_tasks.append(_failed_task(data, event.get("stdout", ""), item_failure))
         elif kind == "playbook_on_stats":
             self._stats_seen = True
             result = self.result
@@ -150,13 +158,15 @@ class EventCollector:
         return self._stats_seen
 
 
-def _failed_task(data: dict[str, Any], stdout: str) -> FailedTask:
+def _failed_task(data: dict[str, Any], stdout: str, item_failure: str = "") -> FailedTask:
     res = data.get("res") or {}
     message = res.get("msg") or res.get("message") or res.get("stderr") or ""
     for item in res.get("results") or []:  # a loop says "One or more items failed": say which
         if isinstance(item, dict) and item.get("failed") and item.get("msg"):
             message = str(item["msg"])
             break
+    else:
+        message = item_failure or message
     if res.get("_ansible_no_log") or res.get("censored"):
         message = "the task failed; its output is hidden by no_log"
     task = str(data.get("task") or "")

@@ -50,7 +50,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +58,7 @@ from hybrid_operator.ansible import inworker
 from hybrid_operator.privatedirs import new_temp_dir
 
 # The ansible-core releases whose process-wide state this module knows how to reset (pyproject pins the same).
-SUPPORTED_ANSIBLE = ((2, 18), (2, 20))  # >= first, < second
+SUPPORTED_ANSIBLE = ((2, 19), (2, 22))  # >= first, < second
 TIMED_OUT_RC = 254  # what ansible-runner reports for a run it killed at its timeout
 KILL_GRACE = 2.0  # seconds between a timed-out run's SIGTERM and the SIGKILL of what is left of it
 _FINDER_WARNING = "AnsibleCollectionFinder has already been configured"
@@ -97,7 +97,7 @@ class PrivateState:
     why: str
     present: Callable[[], bool]  # the attribute exists where we reset it
     populated: Callable[[], bool]  # a run has filled it (true right after the zygote's warm-up)
-    since: tuple[int, int] = (2, 18)
+    since: tuple[int, int] = (2, 19)
 
 
 def _global_cli_args() -> Any:
@@ -122,6 +122,25 @@ def _display() -> Any:
     from ansible.utils.display import Display
 
     return Display()
+
+
+def _rpc_host() -> Any:
+    try:
+        from ansible._internal import _rpc_host  # ansible-core >= 2.21
+    except ImportError:
+        return None
+    return _rpc_host
+
+
+def _rpc_host_in_shape() -> bool:
+    module = _rpc_host()
+    manager = getattr(module, "LocalManager", None)
+    return (
+        manager is not None
+        and "_shared_instance" in vars(manager)
+        and isinstance(vars(manager).get("shared_instance"), classmethod)
+        and hasattr(getattr(module, "_server_ready", None), "clear")
+    )
 
 
 def _cli_args_are_global() -> bool:
@@ -173,6 +192,13 @@ PRIVATE_STATE = (
         "warnings and deprecations already shown once are not shown again",
         lambda: all(hasattr(getattr(_display(), n, None), "clear") for n in ("_warns", "_deprecations", "_errors")),
         lambda: True,
+    ),
+    PrivateState(
+        "ansible._internal._rpc_host.LocalManager._shared_instance",
+        "the in-process RPC server (two threads) the workers of a run call back into; a fork must start its own",
+        _rpc_host_in_shape,
+        lambda: True,  # not started in the zygote (``no_rpc_host``): nothing to fill in
+        since=(2, 21),
     ),
     PrivateState(
         "ansible.constants.DEFAULT_LOCAL_TMP",
@@ -228,6 +254,31 @@ def reset_private_state() -> None:
     display = _display()
     for name in ("_warns", "_deprecations", "_errors"):
         getattr(display, name).clear()
+    rpc_host = _rpc_host()
+    if rpc_host is not None:  # the run starts its own RPC server, and its workers call that one
+        rpc_host.LocalManager._shared_instance = None
+        rpc_host._server_ready.clear()
+
+
+@contextlib.contextmanager
+def no_rpc_host() -> Iterator[None]:
+    """Run a playbook in this process without starting ansible-core's in-process RPC server (2.21 and
+    later: a thread pool and a socket accepter thread, for workers' ``add_host`` and ``group_by``).
+
+    The server cannot be stopped once started, and a process with threads must not fork; the warm-up
+    playbook uses neither task, and each run starts its own server in its own fork.
+    """
+    rpc_host = _rpc_host()
+    if rpc_host is None or not _rpc_host_in_shape():  # older ansible-core; or moved: the thread check says so
+        yield
+        return
+    manager = rpc_host.LocalManager
+    original = vars(manager)["shared_instance"]
+    manager.shared_instance = classmethod(lambda cls: None)
+    try:
+        yield
+    finally:
+        manager.shared_instance = original
 
 
 def use_local_tmp(path: str) -> None:
@@ -495,7 +546,8 @@ class Zygote:
         try:
             _redirect_output(run["output"])
             os.chdir(run["cwd"])
-            rc = _playbook([str(arg) for arg in run["argv"]])
+            with no_rpc_host():
+                rc = _playbook([str(arg) for arg in run["argv"]])
         finally:
             sys.stdout.flush()
             sys.stderr.flush()

@@ -89,7 +89,7 @@ def same_run(runner: RunnerExecutor, warm: WarmExecutor, req: RunRequest) -> tup
 def test_a_successful_run_is_the_same(runner: RunnerExecutor, warm: WarmExecutor) -> None:
     cold, forked = same_run(runner, warm, request(spec={"x": 1}))
     assert forked.succeeded and cold.succeeded
-    assert (forked.ok, forked.skipped) == (8, 4)  # when: false, the rescue block, the failing loop, the sleep
+    assert (forked.ok, forked.skipped) == (10, 4)  # when: false, the rescue block, the failing loop, the sleep
     assert forked.status == {"echoed": "", "x": "1", "mark": ""}
     assert forked.conditions[0]["reason"] == "Reconciled"
     assert [e.reason for e in forked.events] == ["Warmed"]

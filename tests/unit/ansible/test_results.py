@@ -185,6 +185,22 @@ def test_loop_failure_as_ansible_reports_it_names_the_failed_item() -> None:
     assert "item 2 broke" in collect(failed(res)).failed_tasks[0].message
 
 
+def test_loop_failure_whose_items_do_not_say_which_failed_names_it_from_the_item_event() -> None:
+    """ansible-core 2.21 drops ``failed`` from the items in the task's final result; the item's own
+    ``runner_item_on_failed`` event still says what went wrong."""
+    item = {
+        "event": "runner_item_on_failed",
+        "event_data": {"task_uuid": "t-1", "res": {"msg": "item 2 broke", "item": 2}},
+    }
+    res = {
+        "msg": "One or more items failed",
+        "results": [{"skip_reason": "Conditional result was False", "item": 1}, {"msg": "item 2 broke", "item": 2}],
+    }
+    other_task = failed({"msg": "One or more items failed", "results": []}, task_uuid="t-2")
+    result = collect(item, failed(res, task_uuid="t-1"), other_task)
+    assert [t.message for t in result.failed_tasks] == ["item 2 broke", "One or more items failed"]
+
+
 def test_unreachable_counts_as_a_failed_task() -> None:
     unreachable = {
         "event": "runner_on_unreachable",

@@ -57,9 +57,13 @@ def test_the_supported_range_is_the_one_pyproject_pins() -> None:
     assert tuple(int(part) for part in pin.groups()) == (*low, *high)
 
 
-def test_an_unsupported_ansible_core_is_refused_with_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(zygote, "ansible_version", lambda: (2, 20, "2.20.0"))
-    with pytest.raises(zygote.UnsupportedAnsible, match=r"ansible-core 2\.20\.0 is not supported.*>=2\.18,<2\.20"):
+@pytest.mark.parametrize("version", [(2, 18, "2.18.0"), (2, 22, "2.22.0")])
+def test_an_unsupported_ansible_core_is_refused_with_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, version: tuple[int, int, str]
+) -> None:
+    monkeypatch.setattr(zygote, "ansible_version", lambda: version)
+    pattern = rf"ansible-core {re.escape(version[2])} is not supported.*>=2\.19,<2\.22"
+    with pytest.raises(zygote.UnsupportedAnsible, match=pattern):
         zygote.check_version()
 
 
