@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hybrid_operator import logs, metrics
-from hybrid_operator.annotations import operator_annotations
 from hybrid_operator.ansible.running import Executor, ExecutorSettings, RunnerExecutor
 from hybrid_operator.config import Config
 from hybrid_operator.errors import OperatorError
@@ -30,8 +29,9 @@ from hybrid_operator.kube.leases import LeaderElector
 from hybrid_operator.kube.proxy import ApiProxy
 from hybrid_operator.kube.watching import Informer
 from hybrid_operator.reactor import failures
-from hybrid_operator.reactor.dependents import DependentWatches, declared
+from hybrid_operator.reactor.dependents import DependentWatches
 from hybrid_operator.reactor.failures import Retry
+from hybrid_operator.reactor.filtering import event_priority, wants_reconcile
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
 from hybrid_operator.reactor.reconciling import KindContext, Reconciler
 from hybrid_operator.watches import Watch
@@ -48,36 +48,6 @@ class Kind:
     def lookup(self, namespace: str, name: str) -> KubeObject | None:
         informer = self.informers.get(namespace) or self.informers.get("")
         return informer.get(namespace, name) if informer else None
-
-
-def wants_reconcile(watch: Watch, kind: str, old: KubeObject | None, new: KubeObject) -> bool:
-    """The event filter: which watch events are worth a run."""
-    if kind == "DELETED":
-        return False
-    if old is None or kind == "ADDED":
-        return True
-    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
-    if old_meta.get("generation") != new_meta.get("generation"):
-        return True
-    if new_meta.get("generation") is None and declared(old) != declared(new):
-        return True  # a kind without generations (a Secret's data): any declared change, as upstream reacts
-    if new_meta.get("deletionTimestamp") and not old_meta.get("deletionTimestamp"):
-        return True
-    if operator_annotations(old_meta) != operator_annotations(new_meta):
-        return True  # a new reconcile period, verbosity or artifact count (or the fix of a bad one)
-    return watch.watch_annotations_changes and old_meta.get("annotations") != new_meta.get("annotations")
-
-
-def event_priority(kind: str, obj: KubeObject) -> int:
-    """Objects found at start that an earlier run already converged go after new work (operator-sdk#5246:
-    with thousands of objects, a new one waited 25 minutes behind the start-up re-reconcile of all)."""
-    if kind != "ADDED":
-        return PRIORITY_CHANGE
-    status = obj.get("status")
-    observed = status.get("observedGeneration") if isinstance(status, dict) else None
-    generation = (obj.get("metadata") or {}).get("generation")
-    converged = observed is not None and observed == generation
-    return PRIORITY_RESYNC if converged else PRIORITY_CHANGE
 
 
 class Operator:

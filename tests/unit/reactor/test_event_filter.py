@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from hybrid_operator.annotations import RECONCILE_PERIOD as PERIOD_ANNOTATION
-from hybrid_operator.reactor.orchestration import wants_reconcile
+from hybrid_operator.reactor.filtering import wants_reconcile
 from hybrid_operator.watches import GVK, Target, Watch
 
 PLAIN = Watch(gvk=GVK("cache.example.com", "v1alpha1", "Memcached"), target=Target(role="memcached"))
@@ -94,7 +94,7 @@ def test_deleted_is_not(watch: Watch) -> None:
 
 
 def test_objects_converged_before_start_go_after_new_work() -> None:
-    from hybrid_operator.reactor.orchestration import event_priority
+    from hybrid_operator.reactor.filtering import event_priority
     from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC
 
     converged = {"metadata": {"generation": 3}, "status": {"observedGeneration": 3}}
