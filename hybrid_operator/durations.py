@@ -3,10 +3,10 @@
 Used by the watches loader, the CLI flags, the reconcile-period annotation and the ``requeue_after``
 action plugin's results, so every place reads "30s" the same way.
 
-Every result is finite and within bounds the caller picks: by default Go's own (0 to about 292 years, the
-range of a ``time.Duration``), so text Go would refuse is refused here too. ``parse_period`` is the
-stricter reading for a reconcile period in watches.yaml: 0 (never) or from one second to one year, so
-neither a typo like ``1ns`` (a reconcile loop with no pause) nor ``.inf`` gets through.
+Every result is finite (``.inf``, NaN and 400-digit numbers are refused) and within bounds the caller picks
+(by default anything from 0). ``parse_period`` is the stricter reading for a reconcile period in
+watches.yaml: 0 (never) or from one second to one year, so neither a typo like ``1ns`` (a reconcile loop
+with no pause) nor ``.inf`` gets through.
 """
 
 from __future__ import annotations
@@ -18,16 +18,15 @@ _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0
 _PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
 _BARE = re.compile(r"[0-9]+(\.[0-9]+)?")
 
-GO_MAX_SECONDS = (2**63 - 1) / 1e9  # the longest Go time.Duration, about 292 years
 PERIOD_FLOOR = 1.0  # a reconcile period below a second is a typo, and would keep a worker busy
 PERIOD_CEILING = 365 * 24 * 3600.0  # one year; longer is "never", which is written 0
 
 
-def parse_duration(text: str | int | float, *, minimum: float = 0.0, maximum: float = GO_MAX_SECONDS) -> float:
+def parse_duration(text: str | int | float, *, minimum: float = 0.0, maximum: float = math.inf) -> float:
     """Return seconds for a Go duration string; a bare number is taken as seconds.
 
     Raises ValueError with the offending text when it is not a duration, is not finite, or is outside
-    ``minimum``..``maximum`` (by default Go's range: 0 to about 292 years).
+    ``minimum``..``maximum`` (by default: any finite duration from 0).
     """
     seconds = _seconds(text)
     if not math.isfinite(seconds):

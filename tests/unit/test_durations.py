@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybrid_operator.durations import (
-    GO_MAX_SECONDS,
     PERIOD_CEILING,
     PERIOD_FLOOR,
     format_duration,
@@ -80,17 +79,15 @@ def test_format_reads_back(seconds: float) -> None:
 # -- bounds: every result is finite and within the caller's bounds -------------------------------------
 
 
-@pytest.mark.parametrize(
-    "text",
-    [float("inf"), float("nan"), -0.5, "9" * 400, "9" * 400 + "h", 10**400, 1e300, "2562048h"],
-)
-def test_non_finite_or_beyond_go_range_is_rejected(text: str | int | float) -> None:
+@pytest.mark.parametrize("text", [float("inf"), float("nan"), -0.5, "9" * 400, "9" * 400 + "h", 10**400])
+def test_non_finite_is_rejected(text: str | int | float) -> None:
     with pytest.raises(ValueError, match="duration"):
         parse_duration(text)
 
 
-def test_longest_go_duration_is_accepted() -> None:
-    assert parse_duration("2562047h") == 2562047 * 3600.0
+def test_large_finite_durations_are_bounded_only_by_the_caller() -> None:
+    assert parse_duration("2562048h") == 2562048 * 3600.0
+    assert parse_duration(1e300) == 1e300
 
 
 def test_error_for_a_huge_text_stays_short() -> None:
@@ -150,7 +147,7 @@ def test_parse_duration_raises_only_value_error_and_returns_finite_in_range(text
     except ValueError:
         return
     assert math.isfinite(seconds)
-    assert 0 <= seconds <= GO_MAX_SECONDS
+    assert seconds >= 0
 
 
 @settings(max_examples=200, deadline=None)
