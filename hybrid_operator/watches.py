@@ -3,25 +3,26 @@
 Read once at start-up by ``cli`` and handed to the reactor. The format is operator-sdk's, field for field
 (see the README for the few defaults we changed); every problem is reported as a ``ConfigError`` naming the
 entry (index and group/version/kind) and the field, so a bad file fails before any watch starts.
+
+The file is untrusted input: ``yamlfiles`` reads it with bounds (size, depth, no aliases), ``names``
+checks group, version, kind, label selectors and finalizer names as the API server would, ``durations``
+bounds the reconcile period and ``targets`` makes sure a role is a role and a playbook a playbook.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from hybrid_operator.durations import parse_duration
+from hybrid_operator import names, targets, yamlfiles
+from hybrid_operator.durations import parse_period
 from hybrid_operator.errors import ConfigError
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_FQCN_ROLE = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
-_FINALIZER_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 KNOWN_FIELDS = {
     "group",
@@ -43,7 +44,8 @@ KNOWN_FIELDS = {
     "blacklist",
 }
 _FINALIZER_FIELDS = {"name", "role", "playbook", "vars"}
-_SELECTOR_OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist"}
+_SELECTOR_OPERATORS = ("DoesNotExist", "Exists", "In", "NotIn")  # a tuple: `in` must not hash what it tests
+_EXPRESSION_FIELDS = {"key", "operator", "values"}
 
 
 @dataclass(frozen=True, order=True)
@@ -103,15 +105,13 @@ class Watch:
 def load_watches(path: Path, *, roles_paths: Sequence[Path] = (), env: Mapping[str, str] | None = None) -> list[Watch]:
     """Parse and validate a watches.yaml file; raise ConfigError naming the entry and field."""
     env = os.environ if env is None else env
-    try:
-        raw_text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read watches file {path}: {exc.strerror}") from exc
+    raw_text = yamlfiles.read_text(path, what="watches file")
+    # ${VAR} is replaced in the text, before parsing: a value may add YAML structure, and every check
+    # below runs on what results. Only the size needs checking again.
     expanded = _ENV_REF.sub(lambda m: env.get(m.group(1), m.group(0)), raw_text)
-    try:
-        entries = yaml.safe_load(expanded)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if len(expanded) > yamlfiles.MAX_BYTES:
+        raise ConfigError(f"{path}: over the limit of {yamlfiles.MAX_BYTES >> 20} MiB after ${{VAR}} expansion")
+    entries = _load_yaml(expanded, path)
     if entries is None:
         raise ConfigError(f"{path}: empty watches file, expected a list of entries")
     if not isinstance(entries, list):
@@ -132,33 +132,68 @@ def load_watches(path: Path, *, roles_paths: Sequence[Path] = (), env: Mapping[s
     return watches
 
 
+def _load_yaml(text: str, path: Path) -> object:
+    try:
+        return yamlfiles.load(text, source=path)
+    except yamlfiles.YamlError as exc:
+        if not exc.path or not isinstance(exc.path[0], int):
+            raise
+        gvk = "/".join(_plain(exc.item.get(k, "?")) for k in ("group", "version", "kind"))
+        field_name = f"field '{_plain(yamlfiles.render_path(exc.path[1:]), 80)}': " if exc.path[1:] else ""
+        raise ConfigError(f"{path}: entry {exc.path[0]} ({gvk}): {field_name}{exc.problem} ({exc.where})") from exc
+
+
 class _Entry:
     """Field accessors that raise ConfigError with the entry's name in the message."""
 
     def __init__(self, path: Path, index: int, raw: Mapping[str, Any]) -> None:
         self.raw = raw
-        gvk = "/".join(str(raw.get(k, "?")) for k in ("group", "version", "kind"))
+        gvk = "/".join(_plain(raw.get(k, "?")) for k in ("group", "version", "kind"))
         self.where = f"{path}: entry {index} ({gvk})"
 
     def fail(self, field_name: str, problem: str) -> ConfigError:
-        return ConfigError(f"{self.where}: field '{field_name}': {problem}")
+        return ConfigError(f"{self.where}: field '{_plain(field_name, 80)}': {problem}")
 
-    def string(self, name: str, *, required: bool = False, default: str = "") -> str:
-        value = self.raw.get(name)
+    def string(
+        self,
+        name: str,
+        *,
+        required: bool = False,
+        default: str = "",
+        raw: Mapping[Any, Any] | None = None,
+        prefix: str = "",
+    ) -> str:
+        """A string field of the entry, or of ``raw`` (a part of it, its fields named ``prefix``+name)."""
+        value = (self.raw if raw is None else raw).get(name)
         if value is None:
             if required:
-                raise self.fail(name, "is required")
+                raise self.fail(prefix + name, "is required")
             return default
         if not isinstance(value, str):
-            raise self.fail(name, f"must be a string, got {type(value).__name__} {value!r}")
+            raise self.fail(prefix + name, f"must be a string, got {type(value).__name__} {_short(value)}")
         if required and not value.strip():
-            raise self.fail(name, "must not be empty")
+            raise self.fail(prefix + name, "must not be empty")
         return value
+
+    def gvk(self, raw: Mapping[Any, Any] | None = None, prefix: str = "") -> GVK:
+        """group, version and kind, each checked as the API server checks a CRD's."""
+        parts = []
+        for name, problem_of in (
+            ("group", names.group_problem),
+            ("version", names.version_problem),
+            ("kind", names.kind_problem),
+        ):
+            value = self.string(name, required=name != "group", raw=raw, prefix=prefix)
+            problem = problem_of(value) if value else None
+            if problem:
+                raise self.fail(prefix + name, f"{_short(value)}: {problem}")
+            parts.append(value)
+        return GVK(*parts)
 
     def boolean(self, name: str, default: bool) -> bool:
         value = self.raw.get(name, default)
         if not isinstance(value, bool):
-            raise self.fail(name, f"must be true or false, got {value!r}")
+            raise self.fail(name, f"must be true or false, got {_short(value)}")
         return value
 
     def mapping(self, name: str) -> dict[str, Any]:
@@ -177,18 +212,18 @@ def _parse_entry(path: Path, index: int, raw: object, base_dirs: Sequence[Path],
     unknown = sorted(str(k) for k in set(raw) - KNOWN_FIELDS)
     if unknown:
         raise entry.fail(unknown[0], f"unknown field (known: {', '.join(sorted(KNOWN_FIELDS))})")
-    gvk = GVK(entry.string("group"), entry.string("version", required=True), entry.string("kind", required=True))
+    gvk = entry.gvk()
     target = _parse_target(entry, raw, base_dirs, roles_paths, required=True)
     assert target is not None
     period: float | None = None
     if raw.get("reconcilePeriod") is not None:
         try:
-            period = parse_duration(raw["reconcilePeriod"])
+            period = parse_period(raw["reconcilePeriod"])
         except ValueError as exc:
             raise entry.fail("reconcilePeriod", str(exc)) from exc
     max_artifacts = raw.get("maxRunnerArtifacts", 20)
     if isinstance(max_artifacts, bool) or not isinstance(max_artifacts, int) or max_artifacts < 1:
-        raise entry.fail("maxRunnerArtifacts", f"must be a whole number >= 1, got {max_artifacts!r}")
+        raise entry.fail("maxRunnerArtifacts", f"must be a whole number >= 1, got {_short(max_artifacts)}")
     return Watch(
         gvk=gvk,
         target=target,
@@ -220,39 +255,17 @@ def _parse_target(
     playbook = raw.get("playbook")
     for name, value in (("role", role), ("playbook", playbook)):
         if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise entry.fail(prefix + name, f"must be a non-empty string, got {value!r}")
-    if playbook:  # operator-sdk: when both are given, the playbook wins
-        found = _first_existing(Path(playbook), base_dirs)
-        if found is None or not found.is_file():
-            raise entry.fail(prefix + "playbook", f"file not found: {playbook}")
-        return Target(playbook=found)
-    if role:
-        return Target(role=_resolve_role(entry, prefix + "role", role, base_dirs, roles_paths))
+            raise entry.fail(prefix + name, f"must be a non-empty string, got {_short(value)}")
+    try:
+        if playbook:  # operator-sdk: when both are given, the playbook wins
+            return Target(playbook=targets.resolve_playbook(playbook, base_dirs))
+        if role:
+            return Target(role=targets.resolve_role(role, base_dirs, roles_paths))
+    except ValueError as exc:
+        raise entry.fail(prefix + ("playbook" if playbook else "role"), str(exc)) from exc
     if required:
         raise entry.fail(prefix + "role", "one of 'role' or 'playbook' is required")
     return None
-
-
-def _resolve_role(
-    entry: _Entry, field_name: str, role: str, base_dirs: Sequence[Path], roles_paths: Sequence[Path]
-) -> str:
-    """operator-sdk's lookup order: absolute path, ANSIBLE_ROLES_PATH, collection FQCN, ./roles/<name>."""
-    candidate = Path(role)
-    if candidate.is_absolute():
-        if not candidate.is_dir():
-            raise entry.fail(field_name, f"role directory not found: {role}")
-        return str(candidate)
-    for directory in roles_paths:
-        if (directory / role).is_dir():
-            return str((directory / role).resolve())
-    if _FQCN_ROLE.match(role):
-        return role  # resolved by Ansible through the collections path at run time
-    for base in base_dirs:
-        for option in (base / "roles" / role, base / role):
-            if option.is_dir():
-                return str(option.resolve())
-    searched = [str(d) for d in roles_paths] + [str(b / "roles") for b in base_dirs]
-    raise entry.fail(field_name, f"role '{role}' not found (searched {', '.join(searched)})")
 
 
 def _parse_finalizer(entry: _Entry, base_dirs: Sequence[Path], roles_paths: Sequence[Path]) -> Finalizer | None:
@@ -265,8 +278,13 @@ def _parse_finalizer(entry: _Entry, base_dirs: Sequence[Path], roles_paths: Sequ
     if unknown:
         raise entry.fail(f"finalizer.{unknown[0]}", "unknown field (known: name, role, playbook, vars)")
     name = raw.get("name")
-    if not isinstance(name, str) or not _FINALIZER_NAME.match(name):
-        raise entry.fail("finalizer.name", f"required, a qualified name like example.com/cleanup, got {name!r}")
+    if not isinstance(name, str) or not name:
+        raise entry.fail("finalizer.name", f"required, a qualified name like example.com/cleanup, got {_short(name)}")
+    problem = names.qualified_name_problem(name)
+    if problem:
+        raise entry.fail(
+            "finalizer.name", f"{_short(name)} is not a qualified name like example.com/cleanup: {problem}"
+        )
     target = _parse_target(entry, raw, base_dirs, roles_paths, required=False, prefix="finalizer.")
     fvars = raw.get("vars") or {}
     if not isinstance(fvars, dict):
@@ -277,8 +295,9 @@ def _parse_finalizer(entry: _Entry, base_dirs: Sequence[Path], roles_paths: Sequ
 
 
 def _parse_selector(entry: _Entry) -> str:
+    """The selector in the API's query syntax; every key and value checked, so none can add a requirement."""
     raw = entry.mapping("selector")
-    unknown = sorted(set(raw) - {"matchLabels", "matchExpressions"})
+    unknown = sorted(str(k) for k in set(raw) - {"matchLabels", "matchExpressions"})
     if unknown:
         raise entry.fail(f"selector.{unknown[0]}", "unknown field (known: matchLabels, matchExpressions)")
     parts = []
@@ -286,22 +305,45 @@ def _parse_selector(entry: _Entry) -> str:
     if not isinstance(labels, dict):
         raise entry.fail("selector.matchLabels", "must be a mapping of label to value")
     for key, value in labels.items():
+        where = f"selector.matchLabels.{key}"
+        _check_label(entry, where, key, names.qualified_name_problem, "label key")
+        _check_label(entry, where, value, names.label_value_problem, "label value")
         parts.append(f"{key}={value}")
     expressions = raw.get("matchExpressions") or []
     if not isinstance(expressions, list):
         raise entry.fail("selector.matchExpressions", "must be a list")
     for i, expr in enumerate(expressions):
-        where = f"selector.matchExpressions[{i}]"
-        if not isinstance(expr, dict) or "key" not in expr or expr.get("operator") not in _SELECTOR_OPERATORS:
-            raise entry.fail(where, f"needs key and operator (one of {', '.join(sorted(_SELECTOR_OPERATORS))})")
-        op, key, values = expr["operator"], expr["key"], expr.get("values") or []
-        if op in ("In", "NotIn"):
-            if not values:
-                raise entry.fail(where, f"operator {op} needs a non-empty 'values' list")
-            parts.append(f"{key} {op.lower()} ({','.join(str(v) for v in values)})")
-        else:
-            parts.append(key if op == "Exists" else f"!{key}")
+        parts.append(_parse_expression(entry, f"selector.matchExpressions[{i}]", expr))
     return ",".join(parts)
+
+
+def _parse_expression(entry: _Entry, where: str, expr: object) -> str:
+    if not isinstance(expr, dict) or "key" not in expr or expr.get("operator") not in _SELECTOR_OPERATORS:
+        raise entry.fail(where, f"needs key and operator (one of {', '.join(_SELECTOR_OPERATORS)})")
+    unknown = sorted(str(k) for k in set(expr) - _EXPRESSION_FIELDS)
+    if unknown:
+        raise entry.fail(f"{where}.{unknown[0]}", "unknown field (known: key, operator, values)")
+    op, key, values = expr["operator"], expr["key"], expr.get("values") or []
+    _check_label(entry, f"{where}.key", key, names.qualified_name_problem, "label key")
+    if not isinstance(values, list):
+        raise entry.fail(f"{where}.values", "must be a list of label values")
+    for j, value in enumerate(values):
+        _check_label(entry, f"{where}.values[{j}]", value, names.label_value_problem, "label value")
+    if op in ("In", "NotIn"):
+        if not values:
+            raise entry.fail(where, f"operator {op} needs a non-empty 'values' list")
+        return f"{key} {op.lower()} ({','.join(values)})"
+    if values:
+        raise entry.fail(f"{where}.values", f"must be empty for operator {op}")
+    return str(key) if op == "Exists" else f"!{key}"
+
+
+def _check_label(entry: _Entry, where: str, value: object, problem_of: Callable[[str], str | None], what: str) -> None:
+    if not isinstance(value, str):
+        raise entry.fail(where, f"{what} must be a string (quote numbers and true/false), got {_short(value)}")
+    problem = problem_of(value)
+    if problem:
+        raise entry.fail(where, f"{what} {_short(value)}: {problem}")
 
 
 def _parse_blacklist(entry: _Entry) -> frozenset[GVK]:
@@ -312,17 +354,22 @@ def _parse_blacklist(entry: _Entry) -> frozenset[GVK]:
     for i, item in enumerate(raw):
         if not isinstance(item, dict) or not item.get("kind") or not item.get("version"):
             raise entry.fail(f"blacklist[{i}]", "needs version and kind (group may be empty)")
-        out.add(GVK(str(item.get("group") or ""), str(item["version"]), str(item["kind"])))
+        unknown = sorted(str(k) for k in set(item) - {"group", "version", "kind"})
+        if unknown:
+            raise entry.fail(f"blacklist[{i}].{unknown[0]}", "unknown field (known: group, version, kind)")
+        out.add(entry.gvk(item, prefix=f"blacklist[{i}]."))
     return frozenset(out)
 
 
-def _first_existing(candidate: Path, base_dirs: Sequence[Path]) -> Path | None:
-    if candidate.is_absolute():
-        return candidate if candidate.exists() else None
-    for base in base_dirs:
-        if (base / candidate).exists():
-            return (base / candidate).resolve()
-    return None
+def _short(value: object, limit: int = 60) -> str:
+    """repr(value), cut short: a hostile file must not turn one error line into megabytes."""
+    return _plain(repr(value), limit)
+
+
+def _plain(value: object, limit: int = 64) -> str:
+    """str(value) on one line, cut short."""
+    shown = " ".join(str(value).split())
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
 def _unique(paths: Sequence[Path]) -> list[Path]:

@@ -18,14 +18,34 @@ from typing import Any
 from urllib.parse import urlencode
 
 import urllib3
+import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from hybrid_operator.errors import TemporaryError
+from hybrid_operator.errors import ConfigError, TemporaryError
 from hybrid_operator.kube import jsondecoding
 from hybrid_operator.watches import GVK
 
 KubeObject = dict[str, Any]
+
+
+# What the client's config loader raises for a file it cannot use: its own exception for a missing key,
+# but also whatever the YAML parser, the base64 decoder or a dict lookup on a list raised on the way.
+_UNUSABLE_CONFIG = (
+    k8s_config.ConfigException,
+    OSError,
+    yaml.YAMLError,
+    ValueError,
+    TypeError,
+    AttributeError,
+    LookupError,
+    RecursionError,
+)
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class ApiError(TemporaryError):
@@ -106,14 +126,24 @@ class Kube:
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
+        """A client from ``kubeconfig`` (or the default one), else from the pod's service account.
+
+        Raises ConfigError, one line naming the file, when neither gives a usable configuration.
+        """
         try:
             api = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
                 config_file=kubeconfig, context=context
             )
-        except (k8s_config.ConfigException, TypeError, OSError):
+        except _UNUSABLE_CONFIG as exc:
             if kubeconfig:
-                raise
-            k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
+                raise ConfigError(f"cannot use kubeconfig {kubeconfig}: {_one_line(exc)}") from exc
+            try:
+                k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
+            except _UNUSABLE_CONFIG as in_cluster:
+                raise ConfigError(
+                    f"no usable kubeconfig ({_one_line(exc)}) and not in a cluster ({_one_line(in_cluster)}): "
+                    "set --kubeconfig or KUBECONFIG"
+                ) from in_cluster
             api = k8s_client.ApiClient()
         pool = max(16, int(api.configuration.connection_pool_maxsize or 0))
         api.configuration.connection_pool_maxsize = pool

@@ -122,6 +122,22 @@ INVALID: dict[str, list[str]] = {
     "invalid-not-a-list.yaml": ["invalid-not-a-list.yaml", "expected a list of entries, found dict"],
     "invalid-empty.yaml": ["invalid-empty.yaml", "empty watches file"],
     "invalid-yaml-syntax.yaml": ["invalid-yaml-syntax.yaml", "not valid YAML", "line 5"],
+    # hostile or subtly wrong input
+    "invalid-alias-bomb.yaml": [ENTRY0, "field 'vars.lol1'", "anchors and aliases", "are not allowed", "line 8"],
+    "invalid-duplicate-key.yaml": [ENTRY0, "field 'reconcilePeriod'", "duplicate key 'reconcilePeriod'", "line 8"],
+    "invalid-selector-label-value.yaml": [ENTRY0, "field 'selector.matchLabels.tier'", "label value 'b,c!=d'"],
+    "invalid-version.yaml": ["entry 0", "field 'version'", "'v1/../..'", "like v1 or v1alpha1"],
+    "invalid-kind.yaml": ["entry 0", "field 'kind'", "'Mem cached'", "starting with a letter"],
+    "invalid-group.yaml": ["entry 0", "field 'group'", "'Cache.Example.com'", "lower-case DNS name"],
+    "invalid-reconcile-period-too-short.yaml": [ENTRY0, "field 'reconcilePeriod'", "0 (never) or from 1s to 8760h"],
+    "invalid-reconcile-period-infinite.yaml": [ENTRY0, "field 'reconcilePeriod'", "not a finite duration"],
+    "invalid-finalizer-name.yaml": [ENTRY0, "field 'finalizer.name'", "'example.com/clean up'", "qualified name"],
+    "invalid-tag.yaml": [ENTRY0, "field 'vars.payload'", "tag tag:yaml.org,2002:binary is not allowed"],
+    "invalid-playbook-not-a-playbook.yaml": [
+        ENTRY0,
+        "field 'playbook'",
+        "not an Ansible playbook: not a list of plays",
+    ],
 }
 
 
@@ -149,6 +165,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_role_found_next_to_the_watches_file(tmp_path: Path) -> None:
     (tmp_path / "roles" / "local_role" / "tasks").mkdir(parents=True)
+    (tmp_path / "roles" / "local_role" / "tasks" / "main.yml").write_text("---\n[]\n", encoding="utf-8")
     path = write(tmp_path, "- {version: v1, group: example.com, kind: Foo, role: local_role}\n")
     [watch] = load_watches(path, env={})
     assert watch.target == Target(role=str((tmp_path / "roles" / "local_role").resolve()))
