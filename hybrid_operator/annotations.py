@@ -9,12 +9,11 @@ an artifact count of a billion would fill the disk. A value out of bounds or unp
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hybrid_operator.durations import format_duration, parse_duration
+from hybrid_operator import durations
 from hybrid_operator.errors import InvalidObject
 
 PREFIX = "ansible.sdk.operatorframework.io/"
@@ -23,8 +22,8 @@ VERBOSITY = PREFIX + "verbosity"
 MAX_RUNNER_ARTIFACTS = PREFIX + "max-runner-artifacts"
 
 REASON = "InvalidAnnotation"
-MIN_PERIOD = 1.0  # seconds; 0 still means "no periodic reconcile"
-MAX_PERIOD = 366 * 24 * 3600.0  # a year and a day
+MIN_PERIOD = durations.PERIOD_FLOOR  # seconds; 0 still means "no periodic reconcile"
+MAX_PERIOD = durations.PERIOD_CEILING
 MAX_VERBOSITY = 7  # ansible-playbook's -vvvvvvv
 MAX_ARTIFACTS = 1000  # run dirs kept per object
 
@@ -65,19 +64,10 @@ def run_settings(meta: Mapping[str, Any], *, period: float, verbosity: int, max_
 
 
 def parse_period(text: str) -> float:
-    """A reconcile period: ``0`` (never), or between ``MIN_PERIOD`` and ``MAX_PERIOD``."""
+    """A reconcile period: ``0`` (never), or between ``MIN_PERIOD`` and ``MAX_PERIOD`` (watches.yaml's rule)."""
     if len(text) > 64:
         raise ValueError("not a duration: longer than 64 characters")
-    seconds = parse_duration(text)
-    if not math.isfinite(seconds):
-        raise ValueError(f"not a finite duration: {text!r}")
-    if seconds == 0:
-        return 0.0
-    if seconds < MIN_PERIOD:
-        raise ValueError(f"{text!r} is below the floor of {format_duration(MIN_PERIOD)} (use 0 to turn it off)")
-    if seconds > MAX_PERIOD:
-        raise ValueError(f"{text!r} is above the ceiling of {format_duration(MAX_PERIOD)}")
-    return seconds
+    return durations.parse_period(text, floor=MIN_PERIOD, ceiling=MAX_PERIOD)
 
 
 def _bounded_int(text: str, low: int, high: int) -> int:
