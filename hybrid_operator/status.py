@@ -134,6 +134,16 @@ def failure_reason(result: RunResult) -> str:
     return REASON_FAILED
 
 
+def failure_text(result: RunResult) -> str:
+    """The message to report a failed run with: the role's own Failure message if it set one (its words,
+    e.g. sample-controller's "Resource ... already exists and is not managed by Foo"), else each failed task
+    with its message."""
+    for cond in result.conditions:
+        if cond.get("type") == FAILURE and cond.get("status") == "True" and cond.get("message"):
+            return str(cond["message"])
+    return result.failure_message
+
+
 def error_status(obj: Mapping[str, Any], message: str, reason: str = REASON_FAILED) -> dict[str, Any]:
     """Failure=True for problems found before any run (a reserved spec key, an annotation out of bounds)."""
     stamp = now()

@@ -75,9 +75,9 @@ class RunResult:
 
     @property
     def failure_message(self) -> str:
-        """One line a person can act on: the failed tasks' messages, or why the run itself failed."""
+        """One line a person can act on: each failed task with its message, or why the run itself failed."""
         if self.failed_tasks:
-            return "; ".join(f"{t.message}" for t in self.failed_tasks)
+            return "; ".join(f"{t.task}: {t.message}" if t.task else t.message for t in self.failed_tasks)
         if self.timed_out:
             return "the Ansible run timed out and was stopped"
         if self.error:

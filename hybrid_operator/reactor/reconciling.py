@@ -214,7 +214,7 @@ class Reconciler:
         self._record_role_events(fresh, result)
         if not result.succeeded:
             reason = status_mod.failure_reason(result)
-            self.recorder.record(fresh, "Warning", reason, result.failure_message)
+            self.recorder.record(fresh, "Warning", reason, status_mod.failure_text(result))
             return Outcome(succeeded=False, retry=True)
         if status_mod.last_failed(before):
             self.recorder.record(fresh, "Normal", "Recovered", "Reconciliation succeeded after earlier failures")

@@ -81,7 +81,7 @@ def test_failure_conditions() -> None:
         "type": "Failure",
         "status": "True",
         "reason": "Failed",
-        "message": "quota exceeded",
+        "message": "memcached : Create: quota exceeded",
         "observedGeneration": 3,
         "lastTransitionTime": STAMP,
         "ansibleResult": {"ok": 3, "changed": 0, "skipped": 0, "failures": 1, "completion": STAMP},
@@ -244,3 +244,12 @@ def test_last_failed(conditions: list[dict[str, Any]], failed: bool) -> None:
 def test_last_failed_without_status() -> None:
     assert last_failed({"metadata": {}}) is False
     assert last_failed({"metadata": {}, "status": "garbage"}) is False
+
+
+def test_a_failed_run_is_reported_in_the_roles_words_when_it_set_a_failure() -> None:
+    task = FailedTask(task="foo : Stop without touching the Deployment", message="Resource web exists", output="")
+    plain = RunResult(run_id="r", failures=1, failed_tasks=[task])
+    assert status_mod.failure_text(plain) == "foo : Stop without touching the Deployment: Resource web exists"
+    own = {"type": "Failure", "status": "True", "reason": "ErrResourceExists", "message": "Resource web exists"}
+    with_condition = RunResult(run_id="r", failures=1, failed_tasks=[task], conditions=[own])
+    assert status_mod.failure_text(with_condition) == "Resource web exists"

@@ -124,7 +124,7 @@ def test_failed_task_is_reported() -> None:
         )
     ]
     assert not result.succeeded
-    assert result.failure_message == "deployments.apps is forbidden"
+    assert result.failure_message == "memcached : Create the Deployment: deployments.apps is forbidden"
 
 
 def test_failed_task_with_ignore_errors_does_not_count() -> None:
@@ -209,12 +209,12 @@ def test_unreachable_counts_as_a_failed_task() -> None:
     result = collect(unreachable, stats(dark={"localhost": 1}))
     assert result.unreachable == 1
     assert not result.succeeded
-    assert result.failure_message == "connection refused"
+    assert result.failure_message == "Gather: connection refused"
 
 
 def test_several_failed_tasks_are_joined() -> None:
     result = collect(failed({"msg": "one"}), failed({"msg": "two"}), stats(failures={"localhost": 2}))
-    assert result.failure_message == "one; two"
+    assert result.failure_message == "memcached : Create the Deployment: one; memcached : Create the Deployment: two"
 
 
 @pytest.mark.parametrize(
