@@ -38,7 +38,13 @@ files=$here/local-cloud
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/hybrid-operator
 name=${LOCAL_CLOUD_NAME:-default}
 state=${LOCAL_CLOUD_DIR:-$cache/clouds/$name}
-python=${LOCAL_CLOUD_PYTHON:-python3}
+# The pins were made on Python 3.11: take it where the machine has it (the operator's own venv may be newer
+# and first on PATH, as under hack/test.sh), else python3.
+if [ -z "${LOCAL_CLOUD_PYTHON:-}" ] && command -v python3.11 >/dev/null && python3.11 -c '' 2>/dev/null; then
+  python=python3.11
+else
+  python=${LOCAL_CLOUD_PYTHON:-python3}
+fi
 
 # Processes in start order.
 components=(epmd rabbitmq mariadb keystone placement glance-api neutron-api nova-api
@@ -59,7 +65,7 @@ die() {
 venv_key() {
   {
     cat "$files/requirements.txt" "$files/fakebind/pyproject.toml" "$files/fakebind/local_cloud_fakebind/__init__.py"
-    "$python" -c 'import sys; print(sys.version)'
+    "$python" -P -c 'import sys; print(sys.version)'
   } | sha256sum | cut -c1-12
 }
 venv=$cache/openstack-venv-$(venv_key)
@@ -136,7 +142,7 @@ install_venv() {
   command -v "$python" >/dev/null || die "$python not found (set LOCAL_CLOUD_PYTHON)"
   log "building the OpenStack virtualenv $venv (first time only, about 3-5 minutes on 2 cores)"
   rm -rf "$venv"
-  "$python" -m venv "$venv"
+  "$python" -P -m venv "$venv"
   run_logged "pip upgrade" "$cache/pip-$name.log" "$venv/bin/pip" install -q -U pip wheel
   run_logged "pip install (OpenStack, pinned)" "$cache/pip-$name.log" \
     "$venv/bin/pip" install -q -r "$files/requirements.txt"
@@ -164,7 +170,8 @@ cmd_install() {
 # Loopback ports that are free now, below the kernel's ephemeral range so that no outgoing connection
 # takes one before its service binds it.
 pick_ports() {
-  "$venv/bin/python" - "${port_names[@]}" <<'EOF'
+  # -P: the repository's operator.py must not shadow the standard library's `operator`.
+  "$venv/bin/python" -P - "${port_names[@]}" <<'EOF'
 import random, socket, sys
 low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
 taken, held = set(), []
@@ -807,7 +814,7 @@ cmd_status() {
       "$((pss / 1024))" "$(component_ports "$c")"
   done
   echo "  total: $total_n processes, $((total_rss / 1024)) MiB RSS, $((total_pss / 1024)) MiB PSS"
-  echo "  versions: $("$venv/bin/python" -c '
+  echo "  versions: $("$venv/bin/python" -P -c '
 from importlib.metadata import version
 print(", ".join(f"{p} {version(p)}" for p in
       ("nova", "keystone", "openstack-placement", "glance", "neutron", "openstacksdk")))' 2>/dev/null || echo "?"),"
