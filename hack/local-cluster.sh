@@ -6,6 +6,13 @@
 #   hack/local-cluster.sh status   what runs, on which ports, with which versions
 #   hack/local-cluster.sh env      shell lines to eval: KUBECONFIG and a PATH with our own kubectl first
 #   hack/local-cluster.sh build    only build (or check) the cached binaries
+#   hack/local-cluster.sh restart C  stop component C (SIGTERM, SIGKILL after a short grace), start it again
+#                                  with the same data and ports, wait until it is ready
+#   hack/local-cluster.sh kill C   SIGKILL component C and leave it down (`up` or `restart C` brings it back)
+#   hack/local-cluster.sh compact  compact etcd's history at its current revision; prints the revision
+#
+# Components (C): etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok. `up` on a bed with
+# stopped components starts just those, with the same data and ports.
 #
 # What runs: etcd, kube-apiserver (TLS, RBAC, service-account signing key), kube-controller-manager,
 # kube-scheduler and kwok (fake nodes that make pods Running and Ready). Versions are pinned in
@@ -17,6 +24,7 @@
 #   LOCAL_CLUSTER_NAME   name of this test bed (default "default"); two names run side by side
 #   LOCAL_CLUSTER_DIR    state directory (default <cache>/clusters/<name>)
 #   LOCAL_CLUSTER_PORT   apiserver port (default: a free port)
+#   LOCAL_CLUSTER_STOP_GRACE  seconds `restart` waits after SIGTERM before SIGKILL (default 5)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -155,15 +163,28 @@ build_all() {
 
 pidfile() { echo "$state/run/$1.pid"; }
 
+# A pid is ours while it lives, is not a zombie waiting to be reaped, and names this bed's state dir on its
+# command line (every component gets a path under it): a pid file left behind never makes us signal a
+# stranger that reused the number.
+alive() {
+  local pid=$1
+  kill -0 "$pid" 2>/dev/null || return 1
+  [ -r "/proc/$pid/stat" ] || return 0 # no procfs: kill -0 is all we can ask
+  [ "$(sed 's/.*) //' "/proc/$pid/stat" | cut -c1)" != Z ] || return 1
+  grep -qaF "$state/" "/proc/$pid/cmdline" 2>/dev/null
+}
+
 running() { # component -> 0 if its recorded pid is alive
   local f
   f=$(pidfile "$1")
-  [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null
+  [ -f "$f" ] && alive "$(cat "$f")"
 }
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
+
+port_of() { sed -n "s/^$1=//p" "$state/ports" 2>/dev/null; }
 
 # ---------------------------------------------------------------------------------------------- PKI
 
@@ -231,7 +252,7 @@ kubeconfig_for() { # identity port -> writes $state/<identity>.kubeconfig
 start_bg() { # component logfile command...
   local what=$1 logfile=$2
   shift 2
-  nohup "$@" >"$logfile" 2>&1 </dev/null &
+  nohup "$@" >>"$logfile" 2>&1 </dev/null &
   echo $! >"$(pidfile "$what")"
 }
 
@@ -244,6 +265,118 @@ wait_for() { # description seconds command...
     fi
     sleep 0.3
   done
+}
+
+# One function per component: start it from what $state holds (its ports, etcd's data, the certificates),
+# so `up` and `restart` start each the same way, and a restarted component comes back where it was.
+start_etcd() {
+  log "starting etcd $ETCD_VERSION on 127.0.0.1:$(port_of etcd)"
+  start_bg etcd "$state/logs/etcd.log" "$etcd_bin/etcd" \
+    --name local --data-dir "$state/etcd" \
+    --listen-client-urls "http://127.0.0.1:$(port_of etcd)" --advertise-client-urls "http://127.0.0.1:$(port_of etcd)" \
+    --listen-peer-urls "http://127.0.0.1:$(port_of etcd-peer)" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$(port_of etcd-peer)" \
+    --initial-cluster "local=http://127.0.0.1:$(port_of etcd-peer)" \
+    --unsafe-no-fsync --quota-backend-bytes 4294967296 --log-level warn
+}
+
+start_kube_apiserver() {
+  local pki=$state/pki
+  log "starting kube-apiserver $KUBERNETES_VERSION on https://127.0.0.1:$(port_of apiserver)"
+  start_bg kube-apiserver "$state/logs/kube-apiserver.log" "$k8s_bin/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$(port_of etcd)" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$(port_of apiserver)" \
+    --tls-cert-file "$pki/server.crt" --tls-private-key-file "$pki/server.key" \
+    --client-ca-file "$pki/ca.crt" \
+    --authorization-mode RBAC \
+    --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+    --service-account-issuer https://kubernetes.default.svc \
+    --service-cluster-ip-range 10.96.0.0/16 \
+    --endpoint-reconciler-type none \
+    --allow-privileged=true
+}
+
+start_kube_controller_manager() {
+  local pki=$state/pki kc=$state/kube-controller-manager.kubeconfig
+  log "starting kube-controller-manager on 127.0.0.1:$(port_of controller-manager)"
+  start_bg kube-controller-manager "$state/logs/kube-controller-manager.log" "$k8s_bin/kube-controller-manager" \
+    --kubeconfig "$kc" --authentication-kubeconfig "$kc" --authorization-kubeconfig "$kc" \
+    --bind-address 127.0.0.1 --secure-port "$(port_of controller-manager)" \
+    --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+    --use-service-account-credentials=true \
+    --node-monitor-grace-period 5m \
+    --controllers '*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller' \
+    --leader-elect=false
+}
+
+start_kube_scheduler() {
+  local kc=$state/kube-scheduler.kubeconfig
+  log "starting kube-scheduler on 127.0.0.1:$(port_of scheduler)"
+  start_bg kube-scheduler "$state/logs/kube-scheduler.log" "$k8s_bin/kube-scheduler" \
+    --kubeconfig "$kc" --authentication-kubeconfig "$kc" --authorization-kubeconfig "$kc" \
+    --bind-address 127.0.0.1 --secure-port "$(port_of scheduler)" --leader-elect=false
+}
+
+start_kwok() {
+  log "starting kwok on 127.0.0.1:$(port_of kwok)"
+  start_bg kwok "$state/logs/kwok.log" "$kwok_bin/kwok" \
+    --kubeconfig "$state/admin.kubeconfig" \
+    --config "$kwok_bin/stages.yaml" \
+    --manage-all-nodes=false \
+    --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --node-lease-duration-seconds 40 \
+    --cidr 10.0.0.1/16 --node-ip 10.0.0.1 \
+    --server-address "127.0.0.1:$(port_of kwok)"
+}
+
+wait_ready() { # component: until it answers its health check
+  local pki=$state/pki
+  case $1 in
+  etcd) wait_for etcd 30 curl -fsS "http://127.0.0.1:$(port_of etcd)/health" ;;
+  kube-apiserver)
+    wait_for kube-apiserver 90 curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
+      "https://127.0.0.1:$(port_of apiserver)/readyz"
+    ;;
+  kube-controller-manager) wait_for "$1" 60 curl -kfsS "https://127.0.0.1:$(port_of controller-manager)/healthz" ;;
+  kube-scheduler) wait_for "$1" 60 curl -kfsS "https://127.0.0.1:$(port_of scheduler)/healthz" ;;
+  kwok) wait_for kwok 60 curl -fsS "http://127.0.0.1:$(port_of kwok)/healthz" ;;
+  esac
+}
+
+start_component() { # component: start it and wait until it is ready
+  "start_${1//-/_}"
+  wait_ready "$1"
+}
+
+# SIGTERM, then SIGKILL after a short grace: kube-apiserver has been seen draining for 60 s, and a test bed
+# gains nothing from waiting. The pid file goes once the process is gone, so its ports are free again.
+stop_component() { # component grace-seconds (0: SIGKILL at once)
+  local f pid grace=$2
+  f=$(pidfile "$1")
+  [ -f "$f" ] || return 0
+  pid=$(cat "$f")
+  if alive "$pid"; then
+    if [ "$grace" -gt 0 ]; then
+      kill -TERM "$pid" 2>/dev/null || true
+      for _ in $(seq $((grace * 10))); do
+        alive "$pid" || break
+        sleep 0.1
+      done
+    fi
+    if alive "$pid"; then
+      [ "$grace" -gt 0 ] && log "$1 still running ${grace}s after SIGTERM: SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    for _ in $(seq 100); do
+      alive "$pid" || break
+      sleep 0.1
+    done
+    for _ in $(seq 30); do # a zombie holds nothing, but is gone for good once reaped
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+  fi
+  rm -f "$f"
 }
 
 # Room for 10,000 pods: the benchmark's 1,000 Foos ask for up to 3,000 (at 1,000 half of them stayed Pending).
@@ -266,6 +399,21 @@ all_running() {
   for c in "${components[@]}"; do running "$c" || return 1; done
 }
 
+# A bed whose components can come back as they were: its ports, etcd's data and the certificates are all
+# there (a bed made before the peer port was recorded cannot, and is started afresh).
+resumable() {
+  [ -f "$state/admin.kubeconfig" ] && [ -d "$state/etcd" ] && [ -f "$state/pki/sa.pub" ] && [ -n "$(port_of etcd-peer)" ]
+}
+
+# Ports and kubeconfigs for a new bed; LOCAL_CLUSTER_PORT fixes the apiserver's.
+plan_ports() {
+  local api_port who
+  api_port=${LOCAL_CLUSTER_PORT:-$(free_port)}
+  printf 'etcd=%s\netcd-peer=%s\napiserver=%s\ncontroller-manager=%s\nscheduler=%s\nkwok=%s\n' \
+    "$(free_port)" "$(free_port)" "$api_port" "$(free_port)" "$(free_port)" "$(free_port)" >"$state/ports"
+  for who in admin user kube-controller-manager kube-scheduler; do kubeconfig_for "$who" "$api_port"; done
+}
+
 cmd_up() {
   build_all
   if [ -f "$state/admin.kubeconfig" ] && all_running; then
@@ -273,95 +421,77 @@ cmd_up() {
     echo "$state/admin.kubeconfig"
     return 0
   fi
-  if [ -d "$state/run" ]; then
-    log "some components stopped; starting the test bed afresh"
-    cmd_down keep-pki
+  local started=$SECONDS c
+  if resumable; then
+    log "some components stopped; starting them again with their data and ports (name $name)"
+  else
+    if [ -d "$state/run" ]; then
+      log "some components stopped and the bed cannot be resumed; starting it afresh"
+      cmd_down keep-pki
+    fi
+    mkdir -p "$state/run" "$state/logs" "$state/etcd"
+    make_pki
+    plan_ports
   fi
-  mkdir -p "$state/run" "$state/logs" "$state/etcd"
-  local started=$SECONDS
-  make_pki
-  local etcd_port etcd_peer api_port kcm_port sched_port kwok_port
-  etcd_port=$(free_port) etcd_peer=$(free_port) api_port=${LOCAL_CLUSTER_PORT:-$(free_port)}
-  kcm_port=$(free_port) sched_port=$(free_port) kwok_port=$(free_port)
-  printf 'etcd=%s\napiserver=%s\ncontroller-manager=%s\nscheduler=%s\nkwok=%s\n' \
-    "$etcd_port" "$api_port" "$kcm_port" "$sched_port" "$kwok_port" >"$state/ports"
-  local who
-  for who in admin user kube-controller-manager kube-scheduler; do kubeconfig_for "$who" "$api_port"; done
-  local pki=$state/pki admin=$state/admin.kubeconfig
+  mkdir -p "$state/run" "$state/logs"
+  # etcd before the apiserver before its clients; the three clients start together and are waited for after.
+  for c in etcd kube-apiserver; do running "$c" || start_component "$c"; done
+  local waiting=()
+  for c in kube-controller-manager kube-scheduler kwok; do
+    running "$c" && continue
+    "start_${c//-/_}"
+    waiting+=("$c")
+  done
+  for c in ${waiting[@]+"${waiting[@]}"}; do wait_ready "$c"; done
 
-  log "starting etcd $ETCD_VERSION on 127.0.0.1:$etcd_port"
-  start_bg etcd "$state/logs/etcd.log" "$etcd_bin/etcd" \
-    --name local --data-dir "$state/etcd" \
-    --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
-    --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
-    --initial-cluster "local=http://127.0.0.1:$etcd_peer" \
-    --unsafe-no-fsync --quota-backend-bytes 4294967296 --log-level warn
-  wait_for etcd 30 curl -fsS "http://127.0.0.1:$etcd_port/health"
-
-  log "starting kube-apiserver $KUBERNETES_VERSION on https://127.0.0.1:$api_port"
-  start_bg kube-apiserver "$state/logs/kube-apiserver.log" "$k8s_bin/kube-apiserver" \
-    --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
-    --tls-cert-file "$pki/server.crt" --tls-private-key-file "$pki/server.key" \
-    --client-ca-file "$pki/ca.crt" \
-    --authorization-mode RBAC \
-    --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
-    --service-account-issuer https://kubernetes.default.svc \
-    --service-cluster-ip-range 10.96.0.0/16 \
-    --endpoint-reconciler-type none \
-    --allow-privileged=true
-  wait_for kube-apiserver 90 curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
-    "https://127.0.0.1:$api_port/readyz"
-
-  log "starting kube-controller-manager, kube-scheduler and kwok"
-  start_bg kube-controller-manager "$state/logs/kube-controller-manager.log" "$k8s_bin/kube-controller-manager" \
-    --kubeconfig "$state/kube-controller-manager.kubeconfig" \
-    --authentication-kubeconfig "$state/kube-controller-manager.kubeconfig" \
-    --authorization-kubeconfig "$state/kube-controller-manager.kubeconfig" \
-    --bind-address 127.0.0.1 --secure-port "$kcm_port" \
-    --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
-    --use-service-account-credentials=true \
-    --node-monitor-grace-period 5m \
-    --controllers '*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller' \
-    --leader-elect=false
-  start_bg kube-scheduler "$state/logs/kube-scheduler.log" "$k8s_bin/kube-scheduler" \
-    --kubeconfig "$state/kube-scheduler.kubeconfig" \
-    --authentication-kubeconfig "$state/kube-scheduler.kubeconfig" \
-    --authorization-kubeconfig "$state/kube-scheduler.kubeconfig" \
-    --bind-address 127.0.0.1 --secure-port "$sched_port" --leader-elect=false
-  start_bg kwok "$state/logs/kwok.log" "$kwok_bin/kwok" \
-    --kubeconfig "$admin" \
-    --config "$kwok_bin/stages.yaml" \
-    --manage-all-nodes=false \
-    --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-    --node-lease-duration-seconds 40 \
-    --cidr 10.0.0.1/16 --node-ip 10.0.0.1 \
-    --server-address "127.0.0.1:$kwok_port"
-
-  local kubectl=("$k8s_bin/kubectl" --kubeconfig "$admin")
+  local kubectl=("$k8s_bin/kubectl" --kubeconfig "$state/admin.kubeconfig")
   node_manifest >"$state/node.yaml"
   wait_for "node registration" 30 "${kubectl[@]}" apply -f "$state/node.yaml"
   wait_for "node Ready" 60 "${kubectl[@]}" wait --for=condition=Ready node/kwok-node-0 --timeout=2s
   wait_for "default service account" 60 "${kubectl[@]}" get serviceaccount default -n default
-  log "ready in $((SECONDS - started))s: kubectl --kubeconfig $admin get nodes"
-  echo "$admin"
+  log "ready in $((SECONDS - started))s: kubectl --kubeconfig $state/admin.kubeconfig get nodes"
+  echo "$state/admin.kubeconfig"
+}
+
+component_arg() { # the component named on the command line, or die
+  local c
+  for c in "${components[@]}"; do [ "${1:-}" = "$c" ] && return 0; done
+  die "name one of: ${components[*]}"
+}
+
+# Fault injection for the reliability tests: one component stopped (and started again) while the rest run.
+cmd_restart() {
+  component_arg "${1:-}"
+  resumable || die "test bed '$name' is not up (or was made by an older version of this script: down, then up)"
+  local started=$SECONDS
+  stop_component "$1" "${LOCAL_CLUSTER_STOP_GRACE:-5}"
+  start_component "$1"
+  log "$1 restarted and ready in $((SECONDS - started))s"
+}
+
+cmd_kill() {
+  component_arg "${1:-}"
+  stop_component "$1" 0
+  log "$1 killed (SIGKILL); \`$0 up\` or \`$0 restart $1\` starts it again"
+}
+
+# Compact etcd's history up to its current revision, through etcd's own HTTP gateway (no etcdctl needed).
+# Prints the revision.
+cmd_compact() {
+  running etcd || die "etcd of test bed '$name' is not running"
+  local url rev
+  url="http://127.0.0.1:$(port_of etcd)/v3/kv"
+  rev=$(curl -fsS -X POST "$url/range" -d '{"key": "AA=="}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
+  curl -fsS -X POST "$url/compaction" -d "{\"revision\": \"$rev\", \"physical\": true}" >/dev/null
+  log "etcd compacted at revision $rev"
+  echo "$rev"
 }
 
 cmd_down() {
-  local keep=${1:-} c f pid
+  local keep=${1:-} c
   for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
-    f=$(pidfile "$c")
-    [ -f "$f" ] || continue
-    pid=$(cat "$f")
-    if kill -0 "$pid" 2>/dev/null; then
-      kill "$pid" 2>/dev/null || true
-      for _ in $(seq 50); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-      done
-      kill -9 "$pid" 2>/dev/null || true
-    fi
-    rm -f "$f"
+    stop_component "$c" 5
   done
   if [ "$keep" = keep-pki ]; then
     rm -rf "$state/etcd" "$state/run" "$state/ports"
@@ -405,5 +535,8 @@ down) cmd_down ;;
 status) cmd_status ;;
 env) cmd_env ;;
 build) build_all ;;
-*) die "usage: $0 up|down|status|env|build" ;;
+restart) cmd_restart "${2:-}" ;;
+kill) cmd_kill "${2:-}" ;;
+compact) cmd_compact ;;
+*) die "usage: $0 up|down|status|env|build|restart <component>|kill <component>|compact" ;;
 esac
