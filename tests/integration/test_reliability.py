@@ -1,24 +1,47 @@
 """Faults on the real test bed: what the operator does, measured.
 
-Each test drives one fault against the real API server and asserts the recovery the README's
-Reliability table quotes.
+Each test drives one fault against the real API server (or the bed's own components: the API server
+restarted or killed, etcd compacted and restarted) or the operator itself (SIGKILL mid-burst), asserts the
+recovery, and prints the figure the README's Reliability table quotes (run with ``-s`` to see it). The
+tests that stop the bed's components run only on the local test bed, never on a cluster of the user's.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import pytest
+import urllib3
 import yaml
+from kubernetes.client.rest import ApiException
 
-from tests.integration.conftest import ROOT, Objects, condition, wait_until
-from tests.integration.faults import Relay
+from tests.integration.conftest import ROOT, Objects, OperatorProcess, condition, wait_until
+from tests.integration.faults import Bed, Relay, local_bed
 
 pytestmark = pytest.mark.integration
 G, V, P = "samplecontroller.k8s.io", "v1alpha1", "foos"
+FOO_GVK = f"Foo.{V}.{G}"
+T = TypeVar("T")
+
+
+@pytest.fixture
+def bed(kubeconfig: str) -> Iterator[Bed]:
+    """The local test bed, to stop and start its components; whatever a failed test left down comes back up."""
+    found = local_bed(ROOT / "hack" / "local-cluster.sh", kubeconfig)
+    if found is None:
+        pytest.skip(
+            "KUBECONFIG is not the local test bed (hack/local-cluster.sh, LOCAL_CLUSTER_NAME="
+            f"{os.environ.get('LOCAL_CLUSTER_NAME', 'default')}): this test stops and starts the API server and "
+            "etcd, which is only done to the project's own bed"
+        )
+    yield found
+    found.up()
 
 
 @pytest.fixture
@@ -46,6 +69,86 @@ def foo(name: str, replicas: int) -> dict[str, object]:
     return {"apiVersion": f"{G}/{V}", "kind": "Foo", "metadata": {"name": name}, "spec": spec}
 
 
+def settled(call: Callable[[], T], timeout: float = 30) -> T:
+    """``call`` once the API server answers: right after a restart a pooled connection may still be dead."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except (urllib3.exceptions.HTTPError, OSError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def is_converged(obj: dict[str, Any] | None, replicas: int) -> bool:
+    """The Foo's latest generation reconciled: Successful, and its Deployment's replicas all available."""
+    meta, status = (obj or {}).get("metadata") or {}, (obj or {}).get("status") or {}
+    return (
+        (condition(obj, "Successful") or {}).get("status") == "True"
+        and status.get("availableReplicas") == replicas
+        and status.get("observedGeneration") == meta.get("generation")
+    )
+
+
+def converged(objects: Objects, wanted: dict[str, int]) -> bool:
+    """Every Foo named in ``wanted`` converged to its replicas, its Deployment asking for exactly those."""
+    try:
+        for name, replicas in wanted.items():
+            if not is_converged(objects.get(G, V, P, name), replicas):
+                return False
+            if objects.apps.read_namespaced_deployment(f"{name}-web", objects.namespace).spec.replicas != replicas:
+                return False
+    except (ApiException, urllib3.exceptions.HTTPError):
+        return False
+    return True
+
+
+def watch_restarts(op: OperatorProcess, reason: str) -> float:
+    """hybrid_operator_watch_restarts_total for Foo and ``reason``, from the operator's /metrics."""
+    labels = f'{{GVK="{FOO_GVK}",reason="{reason}"}}'
+    for line in op.metrics().splitlines():
+        if line.startswith(f"hybrid_operator_watch_restarts_total{labels} "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def cache_initializations(objects: Objects) -> float:
+    """How often the API server's watch cache for Foos has (re)started: its apiserver_watch_cache_* metric."""
+    response = objects.api.rest_client.pool_manager.request("GET", objects.api.configuration.host + "/metrics")
+    assert response.status == 200, response.data[:500]
+    wanted = f'apiserver_watch_cache_initializations_total{{group="{G}",resource="{P}"}} '
+    for line in response.data.decode().splitlines():
+        if line.startswith(wanted):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` now (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def running(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def test_a_change_made_right_after_every_connection_went_silent_is_reconciled_within_60s(
     operator, objects: Objects, relay: tuple[Relay, Path], tmp_path: Path
 ) -> None:
@@ -68,3 +171,130 @@ def test_a_change_made_right_after_every_connection_went_silent_is_reconciled_wi
     print(f"\nsilent connections: {silenced}; change reconciled {took:.1f}s after they went silent")
     assert took < 60
     assert op.proc.poll() is None
+
+
+@pytest.mark.parametrize("fault", ["restart", "kill"])
+def test_foos_changed_around_an_api_server_outage_converge_once_it_is_back(
+    fault: str, bed: Bed, operator, objects: Objects, tmp_path: Path
+) -> None:
+    """The API server stopped gracefully (SIGTERM) or killed (SIGKILL) and started again with the same data:
+    a Foo created just before the outage and a Foo changed and one created right after it all converge."""
+    op = operator(foo_watches(tmp_path))
+    started = time.monotonic()
+    objects.create(G, V, P, foo("steady", 1))
+    wait_until(lambda: converged(objects, {"steady": 1}), 90, "steady converged", interval=0.5)
+    baseline = time.monotonic() - started
+
+    objects.create(G, V, P, foo("before", 1))  # its first run meets the outage
+    outage = time.monotonic()
+    if fault == "restart":
+        bed.restart("kube-apiserver")
+    else:
+        bed.kill("kube-apiserver")
+        bed.up()
+    ready = time.monotonic()
+    settled(lambda: objects.patch(G, V, P, "steady", {"spec": {"replicas": 2}}))
+    settled(lambda: objects.create(G, V, P, foo("after", 1)))
+    wait_until(
+        lambda: converged(objects, {"steady": 2, "before": 1, "after": 1}), 90, "every Foo converged", interval=0.5
+    )
+    took = time.monotonic() - ready
+    print(
+        f"\napi server {fault}: down for {ready - outage:.1f}s; every Foo converged {took:.1f}s after it was ready "
+        f"(one Foo from creation to converged with no fault: {baseline:.1f}s); "
+        f"watch restarts: {watch_restarts(op, 'expired'):.0f} expired, {watch_restarts(op, 'error'):.0f} error"
+    )
+    assert took < 60
+    assert op.proc.poll() is None
+
+
+def test_a_watch_too_old_after_an_etcd_compaction_lists_again_and_loses_nothing(
+    bed: Bed, operator, objects: Objects, relay: tuple[Relay, Path], tmp_path: Path
+) -> None:
+    """The operator is cut off; meanwhile a Foo changes, another is born, etcd is compacted past what the
+    operator last saw and restarted (so the API server's watch cache lists again from etcd). Back online,
+    the operator's watch resumes from a resourceVersion that no longer exists: 410 Gone, a re-list, and both
+    changes are reconciled."""
+    through, kubeconfig = relay
+    op = operator(foo_watches(tmp_path), env={"KUBECONFIG": str(kubeconfig)})
+    objects.create(G, V, P, foo("gap", 1))
+    wait_until(lambda: converged(objects, {"gap": 1}), 90, "gap converged", interval=0.5)
+    expired_before = watch_restarts(op, "expired")
+
+    initialized = cache_initializations(objects)
+    assert through.cut() > 0
+    objects.patch(G, V, P, "gap", {"spec": {"replicas": 2}})
+    objects.create(G, V, P, foo("born", 1))
+    # Writes the Foo watches never see, so the compaction lands past the revision every Foo watcher (the
+    # operator's, and the API server's own on etcd) would resume from.
+    objects.core.create_namespaced_config_map(objects.namespace, {"metadata": {"name": "later"}})
+    for n in range(3):
+        objects.core.patch_namespaced_config_map("later", objects.namespace, {"data": {"n": str(n)}})
+    revision = bed.compact()
+    bed.restart("etcd")
+    # The API server's own watch on etcd resumes into the compacted history, and its cache of Foos starts over.
+    wait_until(lambda: settled(lambda: cache_initializations(objects)) > initialized, 30, "the Foo watch cache reset")
+    through.heal()
+    healed = time.monotonic()
+
+    wait_until(lambda: watch_restarts(op, "expired") > expired_before, 60, "a 410 Gone and a re-list", interval=0.5)
+    relisted = time.monotonic() - healed
+    wait_until(lambda: converged(objects, {"gap": 2, "born": 1}), 90, "both changes reconciled", interval=0.5)
+    took = time.monotonic() - healed
+    print(
+        f"\netcd compacted at revision {revision} and restarted while the operator was cut off: "
+        f"410 and re-list {relisted:.1f}s after the network came back, both changes converged after {took:.1f}s"
+    )
+    assert "watch expired, listing again" in op.log()
+    assert took < 60
+    assert op.proc.poll() is None
+
+
+def test_an_operator_killed_during_50_creations_leaves_nothing_lost_and_nothing_leaked(
+    operator, objects: Objects, tmp_path: Path
+) -> None:
+    """kill -9 of the operator half-way through 50 Foo creations, the rest created while it is dead, then a
+    new operator: every Foo converges with exactly one Deployment, the dead operator's Ansible processes go
+    too, and deleting the Foos leaves no Deployment behind."""
+    watches = foo_watches(tmp_path)
+    names = [f"burst-{i:02d}" for i in range(50)]
+    first = operator(watches)
+    started = time.monotonic()
+    uids = {name: objects.create(G, V, P, foo(name, 1))["metadata"]["uid"] for name in names[:25]}
+
+    def deployments() -> list[Any]:
+        return list(objects.apps.list_namespaced_deployment(objects.namespace).items)
+
+    wait_until(lambda: len(deployments()) >= 5, 90, "the first operator at work")
+    left_behind = descendants(first.proc.pid)
+    assert left_behind, "the operator had no Ansible processes to leave behind"
+    os.kill(first.proc.pid, signal.SIGKILL)
+    first.proc.wait(10)
+    uids |= {name: objects.create(G, V, P, foo(name, 1))["metadata"]["uid"] for name in names[25:]}
+    operator(watches)
+
+    def all_converged() -> bool:
+        items = objects.custom.list_namespaced_custom_object(G, V, objects.namespace, P)["items"]
+        return len(items) == len(names) and all(is_converged(item, 1) for item in items)
+
+    wait_until(all_converged, 420, "all 50 Foos converged", interval=1)
+    took = time.monotonic() - started
+    owners = {
+        d.metadata.name: [(r.kind, r.uid, r.controller) for r in d.metadata.owner_references or []]
+        for d in deployments()
+    }
+    assert owners == {f"{name}-web": [("Foo", uids[name], True)] for name in names}
+    wait_until(lambda: not [pid for pid in left_behind if running(pid)], 30, "the killed operator's processes gone")
+
+    objects.custom.delete_collection_namespaced_custom_object(G, V, objects.namespace, P)
+
+    def all_collected() -> bool:
+        replica_sets = objects.apps.list_namespaced_replica_set(objects.namespace).items
+        return not deployments() and not replica_sets
+
+    deleted = time.monotonic()
+    wait_until(all_collected, 90, "every Deployment and ReplicaSet garbage-collected", interval=1)
+    print(
+        f"\noperator killed after 25 of 50 creations ({len(left_behind)} child processes): all 50 converged "
+        f"{took:.1f}s after the first creation; garbage collected {time.monotonic() - deleted:.1f}s after delete"
+    )
