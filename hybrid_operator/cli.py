@@ -47,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate watches.yaml and exit")
     check.add_argument("--watches-file", default="./watches.yaml")
     check.add_argument("--ansible-roles-path", default="")
+    generate = sub.add_parser("generate", help="generate files from the project's roles")
+    what = generate.add_subparsers(dest="what", required=True)
+    crds = what.add_parser("crds", help="write each watched kind's CRD schema from its role's meta/argument_specs.yml")
+    crds.add_argument("--watches-file", default="./watches.yaml")
+    crds.add_argument("--ansible-roles-path", default="")
+    crds.add_argument("--crds-dir", default=None, help="where the CRDs are (default: deploy/crds beside watches.yaml)")
+    crds.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff if a CRD is out of date")
     return parser
 
 
@@ -54,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "check":
         return _check(args)
+    if args.command == "generate":
+        return _generate_crds(args)
     logs.setup(args.log_format, args.log_level)
     try:
         return _run(Config.from_args(args))
@@ -74,6 +83,36 @@ def _check(args: argparse.Namespace) -> int:
         return 2
     for w in watches:
         print(f"{w.gvk}: {w.target.describe()}" + (f", finalizer {w.finalizer.name}" if w.finalizer else ""))
+    return 0
+
+
+def _generate_crds(args: argparse.Namespace) -> int:
+    """``generate crds``: 0 when nothing changed (or, with --check, nothing would), 1 with --check and a diff."""
+    from pathlib import Path
+
+    from hybrid_operator.ansible.reserved import reserved_names
+    from hybrid_operator.project import crds
+
+    try:
+        changes = crds.generate(
+            Path(args.watches_file),
+            crds_dir=Path(args.crds_dir) if args.crds_dir else None,
+            roles_paths=tuple(Path(p) for p in args.ansible_roles_path.split(":") if p),
+            reserved=reserved_names,
+            note=lambda text: print(text, file=sys.stderr),
+        )
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        for change in changes:
+            sys.stdout.write(change.diff())
+        if changes:
+            print("CRDs out of date: run `hybrid-operator generate crds`", file=sys.stderr)
+        return 1 if changes else 0
+    crds.write(changes)
+    for change in changes:
+        print(f"{'updated' if change.before else 'created'} {change.path}")
     return 0
 
 
