@@ -1,9 +1,11 @@
-"""Command line: ``hybrid-operator run`` (and ``check``), the entry point behind operator.py.
+"""Command line: ``hybrid-operator run`` (and ``check``, ``reconcile``, ``generate``, ``new``, ``create``).
 
-Parses flags (``config``), sets up logging, loads watches.yaml (a bad file stops here, naming the entry
-and field), connects to the API server, starts the probe and metrics servers and the receiver of role
-metrics (``receiving``), optionally waits for the leader Lease, runs the ``Operator`` until SIGTERM/SIGINT,
-then drains it within ``--graceful-shutdown-timeout`` and exits 0.
+The entry point behind operator.py. ``run`` parses flags (``config``), sets up logging, loads watches.yaml
+(a bad file stops here, naming the entry and field), connects to the API server, starts the probe and
+metrics servers and the receiver of role metrics (``receiving``), optionally waits for the leader Lease,
+runs the ``Operator`` until SIGTERM/SIGINT, then drains it within ``--graceful-shutdown-timeout`` and exits
+0. ``reconcile FILE`` is one reconcile without watching (``reactor.oneshot``); ``generate crds``, ``new``
+and ``create api`` work on the project's files (``project``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import threading
 from http.server import ThreadingHTTPServer
 from importlib import metadata
 from types import FrameType
+from typing import Any
 
 from hybrid_operator import health, logs, receiving
 from hybrid_operator import metrics as metrics_mod
@@ -47,6 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate watches.yaml and exit")
     check.add_argument("--watches-file", default="./watches.yaml")
     check.add_argument("--ansible-roles-path", default="")
+    once = sub.add_parser(
+        "reconcile",
+        help="apply the custom resource in FILE and reconcile it once, as `run` would, without watching",
+        description="Apply the custom resource in FILE (server-side apply) on the cluster in KUBECONFIG and "
+        "reconcile it once through the same executor, extra vars and proxy as `run`; print the run's task lines "
+        "and the status written. With --check: a dry-run apply, Ansible's check mode, the status it would write; "
+        "nothing changes. Exit 0 on success, 1 on a failed run, 2 on bad input. Takes run's flags (those about "
+        "serving probes, metrics and leader election do nothing here).",
+    )
+    add_run_flags(once)
+    once.set_defaults(ansible_verbosity=0)  # the task lines, not Ansible's debugging output
+    once.add_argument("file", metavar="FILE", help="a YAML file holding one custom resource")
+    once.add_argument("--check", action="store_true", help="change nothing: dry-run apply, Ansible's check mode")
     generate = sub.add_parser("generate", help="generate files from the project's roles")
     what = generate.add_subparsers(dest="what", required=True)
     crds = what.add_parser("crds", help="write each watched kind's CRD schema from its role's meta/argument_specs.yml")
@@ -63,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         return _check(args)
     if args.command == "generate":
         return _generate_crds(args)
+    if args.command == "reconcile":
+        return _reconcile_file(args)
     logs.setup(args.log_format, args.log_level)
     try:
         return _run(Config.from_args(args))
@@ -84,6 +102,38 @@ def _check(args: argparse.Namespace) -> int:
     for w in watches:
         print(f"{w.gvk}: {w.target.describe()}" + (f", finalizer {w.finalizer.name}" if w.finalizer else ""))
     return 0
+
+
+def _reconcile_file(args: argparse.Namespace) -> int:
+    """``reconcile FILE``: task lines as they come, then the status; exit 0, 1 (failed run) or 2 (bad input)."""
+    from pathlib import Path
+
+    import yaml
+
+    from hybrid_operator.reactor import oneshot
+
+    logs.setup(args.log_format, "WARNING" if args.log_level == "INFO" else args.log_level)
+    try:
+        config = Config.from_args(args)
+        watches = load_watches(config.watches_file, roles_paths=config.roles_paths)
+        obj = oneshot.load_object(Path(args.file))
+        _receive_role_metrics("127.0.0.1:0")  # a role's osdk_metric succeeds; the numbers go nowhere
+        once = oneshot.reconcile_once(config, watches, obj, check=args.check, on_event=_print_task_lines)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if once.status or once.code != 2:
+        print("\n" + ("status it would write" if args.check else "status") + ":")
+        print(yaml.safe_dump(once.status, sort_keys=False, width=120).rstrip() if once.status else "{}")
+    if once.message:
+        print(("error: " if once.code else "") + once.message, file=sys.stderr if once.code else sys.stdout)
+    return once.code
+
+
+def _print_task_lines(event: dict[str, Any]) -> None:
+    text = str(event.get("stdout") or "").replace("\r\n", "\n").strip("\n")
+    if text:
+        print(text, flush=True)
 
 
 def _generate_crds(args: argparse.Namespace) -> int:
