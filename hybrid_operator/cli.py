@@ -63,6 +63,19 @@ def build_parser() -> argparse.ArgumentParser:
     once.set_defaults(ansible_verbosity=0)  # the task lines, not Ansible's debugging output
     once.add_argument("file", metavar="FILE", help="a YAML file holding one custom resource")
     once.add_argument("--check", action="store_true", help="change nothing: dry-run apply, Ansible's check mode")
+    new = sub.add_parser("new", help="scaffold a new operator project in DIR")
+    new.add_argument("directory", metavar="DIR", help="the project's directory (missing or empty); its name names it")
+    new.add_argument("--domain", required=True, help="the API groups' domain, e.g. example.com")
+    create = sub.add_parser("create", help="add to the project in the current directory")
+    create_what = create.add_subparsers(dest="what", required=True)
+    api = create_what.add_parser("api", help="a kind: its role, watches.yaml entry, CRD, RBAC, sample, Molecule check")
+    api.add_argument("--group", required=True, help="API group without the domain, e.g. cache")
+    api.add_argument("--version", required=True, help="API version, e.g. v1alpha1")
+    api.add_argument("--kind", required=True, help="kind, UpperCamelCase, e.g. Memcached")
+    api.add_argument(
+        "--playbook", action="store_true", help="watch a playbook (playbooks/<kind>.yml) that runs the role"
+    )
+    api.add_argument("--project-dir", default=".", help="the project (default: the current directory)")
     generate = sub.add_parser("generate", help="generate files from the project's roles")
     what = generate.add_subparsers(dest="what", required=True)
     crds = what.add_parser("crds", help="write each watched kind's CRD schema from its role's meta/argument_specs.yml")
@@ -81,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         return _generate_crds(args)
     if args.command == "reconcile":
         return _reconcile_file(args)
+    if args.command in ("new", "create"):
+        return _scaffold(args)
     logs.setup(args.log_format, args.log_level)
     try:
         return _run(Config.from_args(args))
@@ -134,6 +149,37 @@ def _print_task_lines(event: dict[str, Any]) -> None:
     text = str(event.get("stdout") or "").replace("\r\n", "\n").strip("\n")
     if text:
         print(text, flush=True)
+
+
+def _scaffold(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from hybrid_operator.ansible.reserved import reserved_names
+    from hybrid_operator.project import scaffolding
+
+    try:
+        if args.command == "new":
+            written = scaffolding.new_project(Path(args.directory), args.domain)
+            after = (
+                f"cd {args.directory} && hybrid-operator create api --group <group> --version v1alpha1 --kind <Kind>"
+            )
+        else:
+            written = scaffolding.create_api(
+                Path(args.project_dir),
+                group=args.group,
+                version=args.version,
+                kind=args.kind,
+                playbook=args.playbook,
+                reserved=reserved_names,
+            )
+            after = "make install && make run   # then, in another shell: kubectl apply -k deploy/samples"
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path}")
+    print(f"next: {after}")
+    return 0
 
 
 def _generate_crds(args: argparse.Namespace) -> int:

@@ -211,7 +211,12 @@ def new_crd(gvk: GVK, description: str) -> CommentedMap:
             versions=CommentedSeq(),
         ),
     )
-    crd.yaml_set_start_comment(f"{gvk.kind}: {description or 'reconciled by its role'} (hybrid-operator generate crds)")
+    crd.yaml_set_start_comment(
+        f"{gvk.kind}: {description or 'reconciled by its role'}.\n"
+        "The schema is written by `hybrid-operator generate crds` from the role's meta/argument_specs.yml and\n"
+        "meta/operator.yml; what it does not write (printer columns, short names, pattern, bounds,\n"
+        "x-kubernetes-validations) may be edited here and is kept."
+    )
     return crd
 
 
