@@ -95,7 +95,7 @@ def create_api(
     text = re.sub(r"(?m)^\[\]\s*$", "", text).rstrip("\n") + "\n" + entry
     watches_file.write_text(text, encoding="utf-8")
     written.append(watches_file)
-    written += _add_rbac(project / "deploy" / "rbac" / "role.yaml", full_group, crds.plural(kind))
+    written += _add_rbac(project / "deploy" / "watch" / "role.yaml", full_group, crds.plural(kind))
     written += _add_resource(project / "deploy" / "samples" / "kustomization.yaml", f"{values['SAMPLE']}.yaml")
     changes = crds.generate(watches_file, reserved=reserved)
     crds.write(changes)
@@ -169,7 +169,7 @@ def _check_not_watched(watches_file: Path, group: str, version: str, kind: str) 
 
 
 def _add_rbac(path: Path, group: str, plural: str) -> list[Path]:
-    """The kind's rules in the ClusterRole: watch and patch it, its status, its finalizers."""
+    """The kind's rules in the watched namespaces' Role: watch and patch it, its status, its finalizers."""
     rules = [
         ([plural], ["get", "list", "watch", "update", "patch"]),
         ([f"{plural}/status"], ["get", "update", "patch"]),

@@ -11,6 +11,9 @@ Short and linear, like sample-controller's syncHandler:
 5. run the role through the executor;
 6. remove the finalizer after a successful finalizer run, or write the status (one merge patch);
 7. record Events (a failed run, a recovery, what the role asked for) and decide when to come back.
+
+``rehearse`` is steps 2 and 5 alone, for ``reconcile FILE --check`` (``oneshot``): the run, and the status
+the operator would write after it, with nothing written.
 """
 
 from __future__ import annotations

@@ -36,7 +36,8 @@ def test_new_makes_the_layout_of_this_repository(project: Path) -> None:
         "playbooks/.gitkeep",
         "deploy/kustomization.yaml",
         "deploy/crds/kustomization.yaml",
-        "deploy/rbac/role.yaml",
+        "deploy/watch/role.yaml",
+        "deploy/tenant/namespace.yaml",
         "deploy/manager/manager.yaml",
         "deploy/samples/kustomization.yaml",
         "molecule/default/molecule.yml",
@@ -51,8 +52,8 @@ def test_new_makes_the_layout_of_this_repository(project: Path) -> None:
     ):
         assert (project / path).is_file(), path
     assert "FROM ${BASE_IMAGE}" in (project / "Containerfile").read_text()
-    assert "__" not in (project / "deploy" / "rbac" / "role_binding.yaml").read_text()
-    assert yaml.safe_load((project / "deploy" / "kustomization.yaml").read_text())["namespace"] == (
+    assert "__" not in (project / "deploy" / "watch" / "role_binding.yaml").read_text()
+    assert yaml.safe_load((project / "deploy" / "rbac" / "kustomization.yaml").read_text())["namespace"] == (
         "memcached-operator-system"
     )
     for target in ("run", "install", "uninstall", "deploy", "undeploy", "image", "test", "generate", "help"):
@@ -73,7 +74,7 @@ def test_create_api_adds_a_kind_everywhere_it_belongs(project: Path) -> None:
         "_cache_example_com_memcached",
         "memcached_message",
     }
-    rules = yaml.safe_load((project / "deploy" / "rbac" / "role.yaml").read_text())["rules"]
+    rules = yaml.safe_load((project / "deploy" / "watch" / "role.yaml").read_text())["rules"]
     assert {r["resources"][0] for r in rules if r["apiGroups"] == ["cache.example.com"]} == {
         "memcacheds",
         "memcacheds/status",
