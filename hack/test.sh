@@ -13,12 +13,13 @@ bin=$(hack/bootstrap.sh | tail -n 1)
 export PATH="$bin:$PATH"
 step() { printf '\n==> %s\n' "$*"; }
 
-step "lint: ruff, mypy, yamllint, ansible-lint"
+step "lint: ruff, mypy, yamllint, ansible-lint, CRDs generated from the roles"
 ruff check .
 ruff format --check .
 mypy
 yamllint -s .
 ANSIBLE_COLLECTIONS_PATH="$root/hybrid_operator/collections" ansible-lint --profile production -q roles/
+hybrid-operator generate crds --check  # deploy/crds/ is what roles/*/meta says (a diff if not)
 
 started_bed=0
 if [ -z "${KUBECONFIG:-}" ]; then

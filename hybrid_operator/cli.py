@@ -1,9 +1,11 @@
-"""Command line: ``hybrid-operator run`` (and ``check``), the entry point behind operator.py.
+"""Command line: ``hybrid-operator run`` (and ``check``, ``reconcile``, ``generate``, ``new``, ``create``).
 
-Parses flags (``config``), sets up logging, loads watches.yaml (a bad file stops here, naming the entry
-and field), connects to the API server, starts the probe and metrics servers and the receiver of role
-metrics (``receiving``), optionally waits for the leader Lease, runs the ``Operator`` until SIGTERM/SIGINT,
-then drains it within ``--graceful-shutdown-timeout`` and exits 0.
+The entry point behind operator.py. ``run`` parses flags (``config``), sets up logging, loads watches.yaml
+(a bad file stops here, naming the entry and field), connects to the API server, starts the probe and
+metrics servers and the receiver of role metrics (``receiving``), optionally waits for the leader Lease,
+runs the ``Operator`` until SIGTERM/SIGINT, then drains it within ``--graceful-shutdown-timeout`` and exits
+0. ``reconcile FILE`` is one reconcile without watching (``reactor.oneshot``); ``generate crds``, ``new``
+and ``create api`` work on the project's files (``project``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import threading
 from http.server import ThreadingHTTPServer
 from importlib import metadata
 from types import FrameType
+from typing import Any
 
 from hybrid_operator import health, logs, receiving
 from hybrid_operator import metrics as metrics_mod
@@ -47,6 +50,39 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate watches.yaml and exit")
     check.add_argument("--watches-file", default="./watches.yaml")
     check.add_argument("--ansible-roles-path", default="")
+    once = sub.add_parser(
+        "reconcile",
+        help="apply the custom resource in FILE and reconcile it once, as `run` would, without watching",
+        description="Apply the custom resource in FILE (server-side apply) on the cluster in KUBECONFIG and "
+        "reconcile it once through the same executor, extra vars and proxy as `run`; print the run's task lines "
+        "and the status written. With --check: a dry-run apply, Ansible's check mode, the status it would write; "
+        "nothing changes. Exit 0 on success, 1 on a failed run, 2 on bad input. Takes run's flags (those about "
+        "serving probes, metrics and leader election do nothing here).",
+    )
+    add_run_flags(once)
+    once.set_defaults(ansible_verbosity=0)  # the task lines, not Ansible's debugging output
+    once.add_argument("file", metavar="FILE", help="a YAML file holding one custom resource")
+    once.add_argument("--check", action="store_true", help="change nothing: dry-run apply, Ansible's check mode")
+    new = sub.add_parser("new", help="scaffold a new operator project in DIR")
+    new.add_argument("directory", metavar="DIR", help="the project's directory (missing or empty); its name names it")
+    new.add_argument("--domain", required=True, help="the API groups' domain, e.g. example.com")
+    create = sub.add_parser("create", help="add to the project in the current directory")
+    create_what = create.add_subparsers(dest="what", required=True)
+    api = create_what.add_parser("api", help="a kind: its role, watches.yaml entry, CRD, RBAC, sample, Molecule check")
+    api.add_argument("--group", required=True, help="API group without the domain, e.g. cache")
+    api.add_argument("--version", required=True, help="API version, e.g. v1alpha1")
+    api.add_argument("--kind", required=True, help="kind, UpperCamelCase, e.g. Memcached")
+    api.add_argument(
+        "--playbook", action="store_true", help="watch a playbook (playbooks/<kind>.yml) that runs the role"
+    )
+    api.add_argument("--project-dir", default=".", help="the project (default: the current directory)")
+    generate = sub.add_parser("generate", help="generate files from the project's roles")
+    what = generate.add_subparsers(dest="what", required=True)
+    crds = what.add_parser("crds", help="write each watched kind's CRD schema from its role's meta/argument_specs.yml")
+    crds.add_argument("--watches-file", default="./watches.yaml")
+    crds.add_argument("--ansible-roles-path", default="")
+    crds.add_argument("--crds-dir", default=None, help="where the CRDs are (default: deploy/crds beside watches.yaml)")
+    crds.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff if a CRD is out of date")
     return parser
 
 
@@ -54,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "check":
         return _check(args)
+    if args.command == "generate":
+        return _generate_crds(args)
+    if args.command == "reconcile":
+        return _reconcile_file(args)
+    if args.command in ("new", "create"):
+        return _scaffold(args)
     logs.setup(args.log_format, args.log_level)
     try:
         return _run(Config.from_args(args))
@@ -74,6 +116,99 @@ def _check(args: argparse.Namespace) -> int:
         return 2
     for w in watches:
         print(f"{w.gvk}: {w.target.describe()}" + (f", finalizer {w.finalizer.name}" if w.finalizer else ""))
+    return 0
+
+
+def _reconcile_file(args: argparse.Namespace) -> int:
+    """``reconcile FILE``: task lines as they come, then the status; exit 0, 1 (failed run) or 2 (bad input)."""
+    from pathlib import Path
+
+    import yaml
+
+    from hybrid_operator.reactor import oneshot
+
+    logs.setup(args.log_format, "WARNING" if args.log_level == "INFO" else args.log_level)
+    try:
+        config = Config.from_args(args)
+        watches = load_watches(config.watches_file, roles_paths=config.roles_paths)
+        obj = oneshot.load_object(Path(args.file))
+        _receive_role_metrics("127.0.0.1:0")  # a role's osdk_metric succeeds; the numbers go nowhere
+        once = oneshot.reconcile_once(config, watches, obj, check=args.check, on_event=_print_task_lines)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if once.status or once.code != 2:
+        print("\n" + ("status it would write" if args.check else "status") + ":")
+        print(yaml.safe_dump(once.status, sort_keys=False, width=120).rstrip() if once.status else "{}")
+    if once.message:
+        print(("error: " if once.code else "") + once.message, file=sys.stderr if once.code else sys.stdout)
+    return once.code
+
+
+def _print_task_lines(event: dict[str, Any]) -> None:
+    text = str(event.get("stdout") or "").replace("\r\n", "\n").strip("\n")
+    if text:
+        print(text, flush=True)
+
+
+def _scaffold(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from hybrid_operator.ansible.reserved import reserved_names
+    from hybrid_operator.project import scaffolding
+
+    try:
+        if args.command == "new":
+            written = scaffolding.new_project(Path(args.directory), args.domain)
+            after = (
+                f"cd {args.directory} && hybrid-operator create api --group <group> --version v1alpha1 --kind <Kind>"
+            )
+        else:
+            written = scaffolding.create_api(
+                Path(args.project_dir),
+                group=args.group,
+                version=args.version,
+                kind=args.kind,
+                playbook=args.playbook,
+                reserved=reserved_names,
+            )
+            after = "make install && make run   # then, in another shell: kubectl apply -k deploy/samples"
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path}")
+    print(f"next: {after}")
+    return 0
+
+
+def _generate_crds(args: argparse.Namespace) -> int:
+    """``generate crds``: 0 when nothing changed (or, with --check, nothing would), 1 with --check and a diff."""
+    from pathlib import Path
+
+    from hybrid_operator.ansible.reserved import reserved_names
+    from hybrid_operator.project import crds
+
+    try:
+        changes = crds.generate(
+            Path(args.watches_file),
+            crds_dir=Path(args.crds_dir) if args.crds_dir else None,
+            roles_paths=tuple(Path(p) for p in args.ansible_roles_path.split(":") if p),
+            reserved=reserved_names,
+            note=lambda text: print(text, file=sys.stderr),
+        )
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        for change in changes:
+            sys.stdout.write(change.diff())
+        if changes:
+            print("CRDs out of date: run `hybrid-operator generate crds`", file=sys.stderr)
+        return 1 if changes else 0
+    crds.write(changes)
+    for change in changes:
+        print(f"{'updated' if change.before else 'created'} {change.path}")
     return 0
 
 

@@ -11,6 +11,7 @@ Ansible operator does it: by the task's action name and the ``period`` in its re
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,14 +91,17 @@ class RunResult:
 class EventCollector:
     """Accumulates a RunResult from a run's events."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, listener: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.result = RunResult(run_id=run_id)
         self._stats_seen = False
+        self._listener = listener  # sees every event as it arrives (``reconcile FILE`` prints them)
         # task uuid -> the message of its first failed loop item: from ansible-core 2.21 the items in the
         # task's final result no longer say which of them failed.
         self._item_failures: dict[str, str] = {}
 
     def add(self, event: dict[str, Any]) -> None:
+        if self._listener is not None:
+            self._listener(event)
         kind = event.get("event", "")
         data = event.get("event_data") or {}
         if kind == "runner_on_ok":

@@ -18,7 +18,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -57,6 +57,8 @@ class RunRequest:
     max_artifacts: int = 20
     verbosity: int = 0
     env: Mapping[str, str] = field(default_factory=dict)
+    # Sees each of the run's events as it arrives (the warm executor then follows its output live).
+    on_event: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
 
     @property
     def namespace(self) -> str:
@@ -223,7 +225,7 @@ class RunnerExecutor:
     def run(self, request: RunRequest) -> RunResult:
         started = time.monotonic()
         run_dir = self.setup.new_run_dir(request)
-        collector = EventCollector(request.run_id)
+        collector = EventCollector(request.run_id, request.on_event)
         try:
             inputdir.write_private_dir(run_dir, request.extravars(), self.setup.python)
             runner = ansible_runner.run(

@@ -23,6 +23,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import datetime
+import io
 import json
 import logging
 import os
@@ -34,7 +35,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ansible_runner.config.runner import RunnerConfig
 from ansible_runner.utils import OutputEventFilter
@@ -339,12 +340,24 @@ class WarmExecutor:
         started = time.monotonic()
         run_dir = self.setup.new_run_dir(request)
         artifact_dir = run_dir / "artifacts" / request.run_id
-        collector = EventCollector(request.run_id)
+        collector = EventCollector(request.run_id, request.on_event)
         try:
             inputdir.write_private_dir(run_dir, request.extravars(), self.setup.python)
             config = _runner_config(self.setup.runner_options(request, run_dir))
-            rc, status, error = self._execute(request, config)
-            _replay(artifact_dir, request.run_id, collector)
+            if request.on_event is None:
+                rc, status, error = self._execute(request, config)
+                _replay(artifact_dir, request.run_id, collector)
+            else:  # someone watches the run: read its output while it is written
+                done = threading.Event()
+                follower = threading.Thread(
+                    target=_replay, args=(artifact_dir, request.run_id, collector, done), name="follow", daemon=True
+                )
+                follower.start()
+                try:
+                    rc, status, error = self._execute(request, config)
+                finally:
+                    done.set()
+                    follower.join()
             _write_outcome(artifact_dir, status, rc)
             result = finished_result(collector, rc, status, artifact_dir)
             if error:
@@ -482,11 +495,12 @@ def _write_private(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def _replay(artifact_dir: Path, run_id: str, collector: EventCollector) -> None:
+def _replay(artifact_dir: Path, run_id: str, collector: EventCollector, follow: threading.Event | None = None) -> None:
     """Read the child's output the way ansible-runner reads its pty: into job events and ``stdout``.
 
     The child wrote into a file where ansible-runner has a terminal, which turns every "\\n" into "\\r\\n":
     that is done here, so event ``stdout`` and the ``stdout`` artifact come out byte for byte the same.
+    With ``follow``, the file is read while the child writes it, until ``follow`` is set and all is read.
     """
     events_dir = artifact_dir / "job_events"
 
@@ -513,8 +527,14 @@ def _replay(artifact_dir: Path, run_id: str, collector: EventCollector) -> None:
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     raw = artifact_dir / RAW_OUTPUT
     try:
-        with raw.open("rb") as source:
-            while chunk := source.read(4096):  # pexpect hands over small reads too
+        with _opened(raw, follow) as source:
+            while True:
+                chunk = source.read(4096)  # pexpect hands over small reads too
+                if not chunk:
+                    if follow is None or follow.is_set():
+                        break
+                    follow.wait(0.05)  # the child is still writing
+                    continue
                 output.write(decoder.decode(chunk).replace("\n", "\r\n"))
         tail = decoder.decode(b"", final=True)
         if tail:
@@ -524,6 +544,15 @@ def _replay(artifact_dir: Path, run_id: str, collector: EventCollector) -> None:
     finally:
         output.close()
         raw.unlink(missing_ok=True)
+
+
+def _opened(raw: Path, follow: threading.Event | None) -> BinaryIO:
+    """The child's output file; when following, waited for until the child has created it (or is done)."""
+    while follow is not None and not raw.exists() and not follow.is_set():
+        follow.wait(0.05)
+    if follow is not None and follow.is_set() and not raw.exists():
+        return io.BytesIO()
+    return raw.open("rb")
 
 
 def _tail(path: Path, size: int = 2000) -> str:

@@ -108,6 +108,15 @@ _KEEPALIVE = [
 ]
 
 
+def context_namespace(kubeconfig: str | None) -> str:
+    """The namespace of the kubeconfig's current context, as kubectl picks it ("default" if none)."""
+    try:
+        _contexts, current = k8s_config.list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    except (k8s_config.ConfigException, TypeError, OSError):
+        return "default"
+    return str((current or {}).get("context", {}).get("namespace") or "default")
+
+
 def _retry_after(raw: str | None) -> float | None:
     """Retry-After in seconds (the API server sends whole seconds), bounded to an hour."""
     if raw is None or not raw.strip().isdigit():
@@ -259,6 +268,14 @@ class Kube:
 
     def get(self, res: Resource, namespace: str | None, name: str) -> KubeObject:
         return self.request("GET", res.path(namespace, name))
+
+    def apply(self, res: Resource, obj: KubeObject, *, field_manager: str, dry_run: bool = False) -> KubeObject:
+        """Server-side apply of a whole object (created if missing); ``dry_run``: validated, defaulted and
+        returned as it would be stored, nothing stored."""
+        meta = obj.get("metadata") or {}
+        query = {"fieldManager": field_manager, "force": "true", "dryRun": "All" if dry_run else None}
+        path = res.path(meta.get("namespace"), meta.get("name"))
+        return self.request("PATCH", path, query=query, body=obj, content_type="application/apply-patch+yaml")
 
     def merge_patch(
         self, res: Resource, namespace: str | None, name: str, patch: Any, sub: str | None = None

@@ -294,17 +294,7 @@ def run_operator(config: Config, watches: list[Watch], probes: Probes, stopping:
     Returns the exit code: 0 after a clean stop, 1 when the leader Lease was lost or start-up failed.
     """
     kube = Kube.connect(config.kubeconfig)
-    settings = ExecutorSettings(
-        artifacts_root=config.artifacts_dir,
-        artifacts_max_bytes=config.max_artifacts_bytes,
-        timeout=config.run_timeout,
-        ansible_args=config.ansible_args,
-        # Playbooks name roles by name: find them beside watches.yaml, as operator-sdk's image does.
-        roles_paths=(*config.roles_paths, config.watches_file.resolve().parent / "roles"),
-        collections_paths=config.collections_paths,
-        module_server=config.module_server,
-    )
-    executor = _executor(config.executor, settings)
+    executor = build_executor(config)
     try:
         operator = Operator(config, watches, kube, executor, probes)
     except BaseException:
@@ -342,6 +332,21 @@ def run_operator(config: Config, watches: list[Watch], probes: Probes, stopping:
         elector.release()
     log.info("stopped")
     return 1 if lost.is_set() else 0
+
+
+def build_executor(config: Config, *, extra_ansible_args: str = "") -> Executor:
+    """The executor ``run`` uses (also ``reconcile FILE``'s, which adds ``--check`` for a rehearsal)."""
+    settings = ExecutorSettings(
+        artifacts_root=config.artifacts_dir,
+        artifacts_max_bytes=config.max_artifacts_bytes,
+        timeout=config.run_timeout,
+        ansible_args=" ".join(a for a in (config.ansible_args, extra_ansible_args) if a),
+        # Playbooks name roles by name: find them beside watches.yaml, as operator-sdk's image does.
+        roles_paths=(*config.roles_paths, config.watches_file.resolve().parent / "roles"),
+        collections_paths=config.collections_paths,
+        module_server=config.module_server,
+    )
+    return _executor(config.executor, settings)
 
 
 def _executor(kind: str, settings: ExecutorSettings) -> Executor:

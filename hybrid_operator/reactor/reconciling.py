@@ -11,6 +11,9 @@ Short and linear, like sample-controller's syncHandler:
 5. run the role through the executor;
 6. remove the finalizer after a successful finalizer run, or write the status (one merge patch);
 7. record Events (a failed run, a recovery, what the role asked for) and decide when to come back.
+
+``rehearse`` is steps 2 and 5 alone, for ``reconcile FILE --check`` (``oneshot``): the run, and the status
+the operator would write after it, with nothing written.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ class KindContext:
     reconcile_period: float  # seconds; 0 = no periodic reconcile
     verbosity: int = 2
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    on_event: Callable[[dict[str, Any]], None] | None = None  # each run's events, as they arrive
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,16 @@ class Outcome:
     succeeded: bool
     requeue_after: float | None = None  # None: do not come back unless the object changes
     retry: bool = False  # requeue with backoff
+    refused: str = ""  # the reason the object was not run (admitting), if it was not
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    """What ``Reconciler.rehearse`` found: the run (None if the object was refused) and the status patch."""
+
+    result: RunResult | None
+    status: dict[str, Any]
+    refused: str = ""
 
 
 class Reconciler:
@@ -91,14 +105,7 @@ class Reconciler:
             return Outcome(succeeded=True)
         watch = ctx.watch
         try:
-            settings = admitting.admit(
-                obj,
-                group=watch.gvk.group,
-                kind=watch.gvk.kind,
-                snake_case=watch.snake_case_parameters,
-                reserved=reserved_names,
-                defaults=RunSettings(ctx.reconcile_period, ctx.verbosity, watch.max_runner_artifacts),
-            )
+            settings = self._admit(ctx, obj)
         except InvalidObject as exc:
             return self._refuse(key, ctx, obj, exc)
         meta = obj.get("metadata") or {}
@@ -116,16 +123,50 @@ class Reconciler:
             obj = self._write_status(ctx, obj, status_mod.running_status) or obj
         request = self._request(ctx, obj, deleting, settings)
         with logs.bind(run_id=request.run_id):
-            kubeconfig = request.env.get("KUBECONFIG") if self.proxy is not None else None
-            try:
-                result = self.executor.run(request)
-            finally:
-                if self.proxy is not None:
-                    self.proxy.revoke(request.run_id)
-                if kubeconfig:
-                    Path(kubeconfig).unlink(missing_ok=True)
-            _log_run(key, result)
+            result = self._run(key, request)
             return self._after_run(key, ctx, obj, result, deleting, settings.reconcile_period)
+
+    def rehearse(self, key: Key, ctx: KindContext, obj: KubeObject) -> Rehearsal:
+        """One run on ``obj`` that writes nothing itself: no finalizer, no Running, no status, no Event.
+
+        For ``reconcile FILE --check``, whose executor runs Ansible in check mode: the result is the run
+        and the status patch the operator would write after it.
+        """
+        try:
+            settings = self._admit(ctx, obj)
+        except InvalidObject as exc:
+            return Rehearsal(None, status_mod.error_status(obj, exc.message, exc.reason), exc.reason)
+        deleting = bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+        request = self._request(ctx, obj, deleting, settings)
+        with logs.bind(run_id=request.run_id):
+            result = self._run(key, request)
+        generation = (obj.get("metadata") or {}).get("generation")
+        patch = status_mod.final_status(obj, result, manage_status=ctx.watch.manage_status, generation=generation)
+        return Rehearsal(result, patch)
+
+    def _admit(self, ctx: KindContext, obj: KubeObject) -> RunSettings:
+        watch = ctx.watch
+        return admitting.admit(
+            obj,
+            group=watch.gvk.group,
+            kind=watch.gvk.kind,
+            snake_case=watch.snake_case_parameters,
+            reserved=reserved_names,
+            defaults=RunSettings(ctx.reconcile_period, ctx.verbosity, watch.max_runner_artifacts),
+        )
+
+    def _run(self, key: Key, request: RunRequest) -> RunResult:
+        """The executor's run, with the run's proxy token and kubeconfig gone when it ends."""
+        kubeconfig = request.env.get("KUBECONFIG") if self.proxy is not None else None
+        try:
+            result = self.executor.run(request)
+        finally:
+            if self.proxy is not None:
+                self.proxy.revoke(request.run_id)
+            if kubeconfig:
+                Path(kubeconfig).unlink(missing_ok=True)
+        _log_run(key, result)
+        return result
 
     def report(self, key: Key, ctx: KindContext, reason: str, message: str) -> None:
         """An error that will repeat until the object changes: say so on it (Failure and a Warning Event),
@@ -150,7 +191,7 @@ class Reconciler:
         )
         self._write_status(ctx, obj, lambda fresh: status_mod.error_status(fresh, exc.message, exc.reason))
         self.recorder.record(obj, "Warning", exc.reason, exc.message)
-        return Outcome(succeeded=False)
+        return Outcome(succeeded=False, refused=exc.reason)
 
     def _request(self, ctx: KindContext, obj: KubeObject, deleting: bool, settings: RunSettings) -> RunRequest:
         watch, meta = ctx.watch, obj.get("metadata") or {}
@@ -189,6 +230,7 @@ class Reconciler:
             max_artifacts=settings.max_artifacts,
             verbosity=settings.verbosity,
             env=env,
+            on_event=ctx.on_event,
         )
 
     def _after_run(

@@ -38,6 +38,8 @@ class ActionModule(ActionBase):
             return {**result, "changed": False, requests.RESULT_KEY: {"event": event}}
         if not involved:
             return {**result, "failed": True, "msg": "involvedObject is required outside the operator"}
+        if self._play_context.check_mode:  # an Event on another object: check mode creates nothing
+            return {**result, "changed": True, "msg": "check mode: the event was not created"}
         try:
             created = requests.direct_event({}, involved, event)
         except Exception as exc:

@@ -56,6 +56,8 @@ class ActionModule(ActionBase):
             changed = requests.status_differs(current, status, conditions)
             request = {"status": status, "conditions": conditions}
             return {**result, "changed": changed, requests.RESULT_KEY: request, "result": {"status": status}}
+        if self._play_context.check_mode:  # another object's status: check mode writes nothing
+            return {**result, "changed": True, "msg": f"check mode: the status of {kind} {name} was not written"}
         auth = {k: args[k] for k in _AUTH_KEYS if args.get(k) is not None}
         try:
             changed, obj = requests.direct_status_patch(auth, api_version, kind, name, namespace, status, conditions)

@@ -1,0 +1,190 @@
+"""``hybrid-operator reconcile FILE``: one reconcile of the custom resource in a file, without watching.
+
+Called by ``cli``, for role authors iterating on a role and for the CI of their roles. It builds what
+``run`` builds (the executor, the owner-reference proxy, the ``Reconciler``) for the one kind the file's
+object is, and then:
+
+- without ``check``: applies the object with server-side apply (field manager
+  ``hybrid-operator-reconcile``: created if missing, its fields made what the file says, others' fields
+  kept), then reconciles it once exactly as the operator would: finalizer, Running, the run, status,
+  Events;
+- with ``check``: asks the API server what the object would be (the same apply as a dry run: validated
+  and defaulted, nothing stored), runs the role on that in Ansible's check mode (the executor is built
+  with ``--check``) and reports the status the operator would write. Nothing is written.
+
+The file is untrusted input like any custom resource: read with bounds (size, one document, depth) and
+refused naming the field. Exit codes: 0 the run succeeded, 1 it failed, 2 bad input (the file, a kind no
+watch maps, a CRD not installed, an object the API server or the operator refuses).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hybrid_operator.config import Config
+from hybrid_operator.errors import ConfigError
+from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource, context_namespace
+from hybrid_operator.kube.events import EventRecorder
+from hybrid_operator.kube.proxy import ApiProxy
+from hybrid_operator.reactor.admitting import MAX_DEPTH, nesting_depth
+from hybrid_operator.reactor.orchestration import build_executor
+from hybrid_operator.reactor.queueing import Key
+from hybrid_operator.reactor.reconciling import KindContext, Reconciler
+from hybrid_operator.watches import GVK, Watch
+
+FIELD_MANAGER = "hybrid-operator-reconcile"
+MAX_FILE_BYTES = 3 << 20  # the API server's own limit on a request body is 3 MiB
+
+
+@dataclass(frozen=True)
+class Once:
+    """How the one reconcile ended: the exit code, the status (written, or that would be), and why."""
+
+    code: int
+    status: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+
+
+def load_object(path: Path) -> KubeObject:
+    """The one custom resource in ``path``; ``ConfigError`` naming what is wrong with it."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ConfigError(f"{path}: {size} bytes, more than the {MAX_FILE_BYTES} the API server takes")
+        docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise ConfigError(f"{path}: expected one object (a mapping), found {len(docs)} documents")
+    obj: KubeObject = docs[0]
+    if nesting_depth(obj, MAX_DEPTH) > MAX_DEPTH:
+        raise ConfigError(f"{path}: the object is nested more than {MAX_DEPTH} levels deep")
+    for name in ("apiVersion", "kind"):
+        if not isinstance(obj.get(name), str) or not obj[name]:
+            raise ConfigError(f"{path}: field '{name}' is required, a string")
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise ConfigError(f"{path}: field 'metadata.name' is required, a string")
+    try:
+        json.dumps(obj)
+    except (TypeError, ValueError) as exc:  # dates and other YAML-only values the API cannot take
+        raise ConfigError(f"{path}: not JSON the API server can take: {exc}") from exc
+    return obj
+
+
+def watch_for(watches: list[Watch], obj: Mapping[str, Any]) -> Watch:
+    group, _, version = str(obj["apiVersion"]).rpartition("/")
+    gvk = GVK(group, version, str(obj["kind"]))
+    for watch in watches:
+        if watch.gvk == gvk:
+            return watch
+    raise ConfigError(f"no entry of the watches file maps {gvk.kind} {obj['apiVersion']}")
+
+
+def reconcile_once(
+    config: Config,
+    watches: list[Watch],
+    obj: KubeObject,
+    *,
+    check: bool,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> Once:
+    """Apply (or, with ``check``, dry-run) ``obj`` and reconcile it once; see the module docstring."""
+    watch = watch_for(watches, obj)
+    kube = Kube.connect(config.kubeconfig)
+    try:
+        resource = kube.resource(watch.gvk)
+    except ApiError as exc:
+        return Once(2, message=f"{exc} (install the CRDs first: make install)")
+    obj = _placed(obj, resource, config)
+    try:
+        applied = kube.apply(resource, obj, field_manager=FIELD_MANAGER, dry_run=check)
+    except ApiError as exc:
+        # The object's fault, whatever the code: a wrong type in an apply comes back as a 500 ("failed to
+        # create typed patch object"). Only an unreachable or overloaded server is not bad input.
+        code = 1 if exc.status in (0, 429, 503, 504) else 2
+        return Once(code, message=f"the API server refused the object: {exc}")
+    executor = build_executor(config, extra_ansible_args="--check" if check else "")
+    proxy = ApiProxy(kube, inject=config.inject_owner_ref, on_child=lambda _child: None)
+    reconciler = Reconciler(kube, executor, EventRecorder(kube), proxy)
+    meta = applied.get("metadata") or {}
+    key = Key(str(watch.gvk), str(meta.get("namespace") or ""), str(meta.get("name")))
+    ctx = KindContext(
+        watch=watch,
+        resource=resource,
+        lookup=lambda namespace, name: applied if check else _get(kube, resource, namespace, name),
+        reconcile_period=0,
+        verbosity=config.ansible_verbosity,
+        on_event=on_event,
+    )
+    proxy.start()
+    try:
+        return _rehearse(reconciler, key, ctx, applied) if check else _reconcile(reconciler, key, ctx, kube)
+    finally:
+        executor.close()
+        proxy.stop()
+        reconciler.close()
+
+
+def _rehearse(reconciler: Reconciler, key: Key, ctx: KindContext, obj: KubeObject) -> Once:
+    rehearsal = reconciler.rehearse(key, ctx, obj)
+    status = merge_patch(obj.get("status") or {}, rehearsal.status)
+    if rehearsal.refused:
+        return Once(2, status, f"the operator would refuse the object ({rehearsal.refused})")
+    assert rehearsal.result is not None
+    if not rehearsal.result.succeeded:
+        return Once(1, status, rehearsal.result.failure_message)
+    return Once(0, status)
+
+
+def _reconcile(reconciler: Reconciler, key: Key, ctx: KindContext, kube: Kube) -> Once:
+    outcome = reconciler.reconcile(key, ctx)
+    current = _get(kube, ctx.resource, key.namespace, key.name) or {}
+    status = current.get("status") or {}
+    if outcome.refused:
+        return Once(2, status, f"the operator refused the object ({outcome.refused})")
+    if not outcome.succeeded:
+        failures = [c for c in status.get("conditions") or [] if c.get("type") == "Failure"]
+        return Once(1, status, str(failures[0].get("message", "")) if failures else "the run failed")
+    after = outcome.requeue_after
+    return Once(0, status, f"the role asked to be run again after {after:g}s" if after else "")
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, as the API server applies the status the operator writes."""
+    if not isinstance(patch, Mapping):
+        return patch
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+def _placed(obj: KubeObject, resource: Resource, config: Config) -> KubeObject:
+    """The object with its namespace (the kubeconfig context's, as kubectl picks it) and without status."""
+    meta = dict(obj.get("metadata") or {})
+    if resource.namespaced:
+        meta["namespace"] = meta.get("namespace") or context_namespace(config.kubeconfig)
+    else:
+        meta.pop("namespace", None)
+    return {k: v for k, v in {**obj, "metadata": meta}.items() if k != "status"}
+
+
+def _get(kube: Kube, resource: Resource, namespace: str, name: str) -> KubeObject | None:
+    try:
+        return kube.get(resource, namespace or None, name)
+    except ApiError as exc:
+        if exc.not_found:
+            return None
+        raise
