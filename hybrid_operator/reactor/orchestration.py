@@ -346,8 +346,8 @@ def run_operator(config: Config, watches: list[Watch], probes: Probes, stopping:
 
 def _executor(kind: str, settings: ExecutorSettings) -> Executor:
     if kind == "warm":
+        from hybrid_operator.ansible.compat import UnsupportedAnsible, check_version
         from hybrid_operator.ansible.warm import WarmExecutor  # type: ignore[import-not-found,unused-ignore]
-        from hybrid_operator.ansible.zygote import UnsupportedAnsible, check_version
 
         try:
             check_version()
