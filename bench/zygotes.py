@@ -11,20 +11,19 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
-from hybrid_operator.ansible import zygote
+from hybrid_operator.ansible import protocol, zygote
 
 SERVER = (str(Path(__file__).resolve()),)
 
 
-class ChildWarmUp(zygote.Zygote):
+class ChildWarmUp(zygote.ZygoteServer):
     """The zygote, warmed up by a forked child instead of by itself."""
 
     warms_up_in_itself = False
 
-    def warm_up(self, run: dict[str, Any]) -> int:
-        pid = self._fork(run)
+    def warm_up(self, run: protocol.RunSpec) -> int:
+        pid = self.fork(run)
         _pid, status = os.waitpid(pid, 0)
         return os.waitstatus_to_exitcode(status)
 

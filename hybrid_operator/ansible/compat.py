@@ -292,6 +292,11 @@ _LOW_LEVEL_PARAMS = {
     (2, 21): ("self", "cmd", "sudoable", "in_data", "executable", "encoding_errors", "chdir", "process_result"),
 }
 _HOOKED = ("_configure_module", "_compute_environment_string", "_execute_module", "_low_level_execute_command")
+# What every AnsiballZ wrapper imports before its module: preloaded by ``inworker`` (a miss only costs time).
+MODULE_PRELOAD = ("ansible.module_utils._internal._ansiballz._loader",)
+# One source of the variable names a spec may not set (``reserved``, in a child process): the template
+# keywords. (module, attribute); a miss is reported there and the other sources still count.
+TEMPLATE_KEYWORDS = ("ansible._internal._templating._jinja_bits", "JINJA_KEYWORDS")
 
 
 def module_fqn(wrapper: bytes) -> str | None:

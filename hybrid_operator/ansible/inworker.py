@@ -30,19 +30,15 @@ results; ``tests/unit/ansible/test_inworker.py`` fails when ansible-core changes
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import importlib.util
-import io
 import os
 import signal
-import sys
 import tempfile
-import types
+import traceback
 from typing import Any
 
-from hybrid_operator.ansible import compat
-from hybrid_operator.ansible.modserver import exit_status
+from hybrid_operator.ansible import compat, forking
 
 SHARED_CACHE_DIR = "ansiballz-shared"
 _installed: dict[str, Any] = {}
@@ -76,53 +72,24 @@ def _child(wrapper: bytes, env: dict[str, str], cwd: str | None, out_fd: int, er
     rc = 1
     try:
         os.setpgid(0, 0)  # the module and what it starts can be killed as one
-        signal.set_wakeup_fd(-1)
-        signal.alarm(0)  # the worker's task timeout is the worker's, not ours
-        for signum in (signal.SIGTERM, signal.SIGALRM, signal.SIGCHLD, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as the interpreter sets it
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(out_fd, 1)
-        os.dup2(err_fd, 2)
-        os.close(null)
-        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
-        os.environ.update(env)
-        if cwd:
-            os.chdir(cwd)
+        forking.reset_signals()
+        forking.redirect(None, out_fd, err_fd)
+        forking.fresh_std_streams()
+        forking.enter(env, cwd, replace_env=False)  # the worker's environment plus the task's, as the shell gives
         compat.to_module_side()
-        sys.argv = [""]
-        main = types.ModuleType("__main__")
-        main.__dict__["__builtins__"] = builtins
-        sys.modules["__main__"] = main
-        code = compile(wrapper, "<stdin>", "exec")
-        exec(code, main.__dict__)  # this process *is* the interpreter the wrapper was written for
-        rc = 0
-    except SystemExit as exc:
-        rc = exit_status(exc)
+        rc = forking.run_as_main(wrapper)
     except BaseException:
         with contextlib.suppress(Exception):
-            import traceback
-
             traceback.print_exc()
-        rc = 1
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os._exit(rc & 0xFF)
+        forking.end(rc)
 
 
 def run_wrapper(wrapper: bytes, env: dict[str, str], cwd: str | None) -> tuple[int, bytes, bytes]:
     """Run an AnsiballZ wrapper in a forked child of this process; (rc, stdout, stderr) as the shell
     would report them (a module killed by signal N gives 128 + N)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
+        forking.flush_std()
         pid = os.fork()
         if pid == 0:
             _child(wrapper, env, cwd, out.fileno(), err.fileno())
@@ -159,7 +126,7 @@ def install(shared_root: str) -> list[str]:
 # What the hot modules import when they start: loaded once in the zygote, shared by every forked module.
 PRELOAD = (
     "ansible.module_utils.basic",
-    "ansible.module_utils._internal._ansiballz._loader",
+    *compat.MODULE_PRELOAD,
     "kubernetes",
     "kubernetes.client",
     "kubernetes.dynamic",

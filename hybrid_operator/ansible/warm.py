@@ -3,13 +3,14 @@
 An ``Executor`` (see ``running``) the reactor can use instead of ``RunnerExecutor``. A new
 ``ansible-playbook`` process costs ~1 s before its first task (interpreter, Ansible's imports and
 configuration, YAML parsing of its plugin tables, pexpect); here a long-lived zygote process
-(``zygote``) has paid that once, and every run is a ``fork()`` of it.
+(``zygote``, reached through ``zygoteclient``) has paid that once, and every run is a ``fork()`` of it.
 
 Each run is made exactly as ``RunnerExecutor`` makes it: its own private data dir from the
 ``ArtifactStore``, written by ``inputdir``; ansible-runner's own ``RunnerConfig`` computes the command,
-environment and working directory from the same options (``RunSetup.runner_options``); the child writes
-its output where ansible-runner's display callback expects it; and the output is then read back through
-ansible-runner's own ``OutputEventFilter``, so the job events, the ``stdout`` artifact and the
+environment and working directory from the same options (``RunSetup.runner_options``, through
+``compat.runner_command``); the child writes its output where ansible-runner's display callback expects
+it; and the output is then read back through ansible-runner's own ``OutputEventFilter``
+(``compat.replay_output``), so the job events, the ``stdout`` artifact and the
 ``RunResult`` have ansible-runner's shape. A run whose environment would change Ansible's configuration
 (an ``ANSIBLE_*`` variable the zygote was not started with) is exec'ed as a fresh ``ansible-playbook``
 instead, since Ansible reads its configuration only once per process.
@@ -25,22 +26,18 @@ so, and the next ``run`` starts a new one.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
 import logging
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hybrid_operator.ansible import compat, inputdir, selftest
+from hybrid_operator.ansible import compat, inputdir, protocol, selftest
 from hybrid_operator.ansible.results import EventCollector, RunResult
 from hybrid_operator.ansible.running import (
     ExecutorSettings,
@@ -50,208 +47,20 @@ from hybrid_operator.ansible.running import (
     run_with_runner,
     runner_ready,
 )
-from hybrid_operator.ansible.zygote import KILL_GRACE, kill, terminate
-from hybrid_operator.privatedirs import TempDir, ensure_private_dir, write_private_file
+from hybrid_operator.ansible.zygoteclient import SERVER, ZygoteClient, ZygoteError
+from hybrid_operator.privatedirs import TempDir, write_private_file
 
 log = logging.getLogger(__name__)
 
 RAW_OUTPUT = "stdout.raw"  # the child's own output, before the event filter; removed once read
-START_TIMEOUT = 300.0  # the zygote's imports and warm-up, on a loaded machine
-SERVER = ("-m", "hybrid_operator.ansible.zygote")  # the zygote, after ``python -P``
+START_TIMEOUT = 300.0  # the zygote's imports, warm-up and self-test, on a loaded machine
 LOST_RUN_GRACE = 60.0  # past the run timeout, how long to wait for the zygote before giving up on a run
 # Environment variables the zygote's Ansible has read once and for all: a run that needs other values
 # cannot be a fork of it. The two per-run ones are read when they are used.
 _PER_RUN_ENV = {"AWX_ISOLATED_DATA_DIR", "ANSIBLE_CACHE_PLUGIN_CONNECTION"}
 _IMPORT_TIME_ENV = {"ORIGINAL_STDOUT_CALLBACK", "AD_HOC_COMMAND_ID"}
 
-
-class ZygoteError(RuntimeError):
-    """The zygote could not start, or died."""
-
-
-@dataclass
-class _Pending:
-    """One run the zygote was asked for, as the reader thread learns about it."""
-
-    run_id: int
-    done: threading.Event = field(default_factory=threading.Event)
-    pid: int | None = None
-    rc: int = 1
-    timed_out: bool = False
-    error: str = ""
-
-
-class Zygote:
-    """The executor's handle on one zygote process: start it, hand it runs, learn how they ended."""
-
-    def __init__(self, home: Path, server: tuple[str, ...], modules_in_worker: bool = False) -> None:
-        self.home = home
-        self.server = server
-        self.modules_in_worker = modules_in_worker  # asked for; once ready: whether it could be done
-        self.why_not_in_worker = ""
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.env: dict[str, str] = {}
-        self.ready = threading.Event()
-        self.error = ""  # why it failed to start or died; empty while it is fine
-        self.pid = 0
-        self.ansible_version = ""
-        self._sock: socket.socket | None = None
-        self._send_lock = threading.Lock()
-        self._lock = threading.Lock()
-        self._pending: dict[int, _Pending] = {}
-        self._ids = 0
-        self._closing = False
-
-    # -- life cycle
-
-    def start(self, env: dict[str, str], warm_up_run: dict[str, Any]) -> None:
-        """Start the process (returns at once; ``wait_ready`` waits for the warm-up)."""
-        self.env = dict(env)
-        cwd = ensure_private_dir(self.home / "cwd")  # empty: an ansible.cfg in the operator's dir is not read
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        with (self.home / "zygote.log").open("ab") as log_file:
-            command = [sys.executable, "-P", *self.server, "--fd", str(theirs.fileno())]
-            self.proc = subprocess.Popen(
-                [*command, *(["--modules-in-worker"] if self.modules_in_worker else [])],
-                env=self.env,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log_file,
-                pass_fds=[theirs.fileno()],
-                start_new_session=True,  # a Ctrl-C at the operator's terminal must not reach the runs
-            )
-        theirs.close()
-        self._sock = ours
-        self._send({"op": "warm-up", "run": warm_up_run})
-        threading.Thread(target=self._read, name="warm-zygote-reader", daemon=True).start()
-
-    def wait_ready(self, timeout: float) -> None:
-        if not self.ready.wait(timeout):
-            self._fail(f"the warm Ansible process did not warm up in {timeout:.0f}s")
-            self.stop()
-        if self.error:
-            raise ZygoteError(self.error)
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None and not self.error
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._closing = True
-        if self._sock is not None:
-            with contextlib.suppress(OSError):
-                self._sock.shutdown(socket.SHUT_RDWR)  # end of file: the zygote kills its runs and exits
-        if self.proc is not None:
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self._sock is not None:
-            self._sock.close()
-
-    # -- runs
-
-    def submit(self, run: dict[str, Any]) -> _Pending:
-        with self._lock:
-            if self.error:
-                raise ZygoteError(self.error)
-            self._ids += 1
-            pending = _Pending(self._ids)
-            self._pending[pending.run_id] = pending
-        try:
-            self._send({"op": "run", "id": pending.run_id, "run": run})
-        except OSError as exc:
-            self._died(f"could not reach the warm Ansible process: {exc}")
-        return pending
-
-    def abandon(self, pending: _Pending) -> None:
-        """Give up on a run the zygote never reported: kill its session and treat the zygote as broken."""
-        if pending.pid:
-            groups = terminate(pending.pid)
-            time.sleep(KILL_GRACE)
-            kill(groups)
-        self._fail("the warm Ansible process stopped reporting on its runs")
-        self.stop()
-
-    def _send(self, message: dict[str, Any]) -> None:
-        assert self._sock is not None
-        data = json.dumps(message).encode() + b"\n"
-        with self._send_lock:
-            self._sock.sendall(data)
-
-    # -- the reader thread
-
-    def _read(self) -> None:
-        assert self._sock is not None
-        buffer = b""
-        while True:
-            try:
-                data = self._sock.recv(1 << 16)
-            except OSError:
-                data = b""
-            if not data:
-                break
-            buffer += data
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                if line.strip():
-                    self._on_message(json.loads(line))
-        self._died("the executor closed it" if self._closing else "the warm Ansible process died")
-
-    def _on_message(self, message: dict[str, Any]) -> None:
-        op = message.get("op")
-        if op == "ready":
-            self.pid = int(message["pid"])
-            self.ansible_version = str(message.get("ansible_version", ""))
-            self.modules_in_worker = bool(message.get("modules_in_worker"))
-            self.why_not_in_worker = str(message.get("why_not_in_worker") or "")
-            log.info(
-                "warm Ansible process ready",
-                extra={"pid": self.pid, "ansible": self.ansible_version, "seconds": round(message["seconds"], 2)},
-            )
-            self.ready.set()
-        elif op == "fatal":
-            self._fail(str(message.get("error") or "the warm Ansible process failed to start"))
-        elif op in ("started", "exited"):
-            with self._lock:
-                pending = self._pending.get(int(message["id"]))
-                if pending is not None and op == "exited":
-                    del self._pending[pending.run_id]
-            if pending is None:
-                return
-            if op == "started":
-                pending.pid = int(message["pid"])
-            else:
-                pending.rc = int(message["rc"])
-                pending.timed_out = bool(message.get("timed_out"))
-                pending.done.set()
-
-    def _fail(self, error: str) -> None:
-        if not self.error:
-            self.error = error
-        self.ready.set()  # wakes anyone waiting for the warm-up: they read the error
-
-    def _died(self, reason: str) -> None:
-        """The zygote is gone: stop the runs it had going and fail them."""
-        code = None
-        if self.proc is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                code = self.proc.wait(5)
-        detail = f" (exit code {code})" if code is not None else ""
-        tail = _tail(self.home / "zygote.log")
-        self._fail(f"{reason}{detail}" + (f": {tail}" if tail and not self._closing else ""))
-        with self._lock:
-            pending, self._pending = list(self._pending.values()), {}
-        orphans = [terminate(run.pid) for run in pending if run.pid]  # they outlive the zygote otherwise
-        if orphans:
-            time.sleep(KILL_GRACE)
-        for groups in orphans:
-            kill(groups)
-        for run in pending:
-            run.error = self.error
-            run.done.set()
+__all__ = ["SERVER", "START_TIMEOUT", "WarmExecutor", "ZygoteError"]
 
 
 class WarmExecutor:
@@ -273,7 +82,7 @@ class WarmExecutor:
         self.home = self._home.path
         self.playbook = write_private_file(self.home / "warm-up.yml", selftest.PLAYBOOK)
         self._lock = threading.Lock()
-        self._zygote: Zygote | None = None
+        self._zygote: ZygoteClient | None = None
         self._closed = False
         self._cold_warned: set[str] = set()
         self.off = ""  # why the warm path switched itself off: every run then goes through ansible-runner
@@ -291,7 +100,7 @@ class WarmExecutor:
     @property
     def zygote_pid(self) -> int | None:
         zygote = self._zygote
-        return zygote.proc.pid if zygote is not None and zygote.proc is not None else None
+        return zygote.pid if zygote is not None else None
 
     # -- Executor
 
@@ -349,7 +158,9 @@ class WarmExecutor:
 
     # -- one run
 
-    def _execute(self, request: RunRequest, zygote: Zygote, command: compat.RunnerCommand) -> tuple[int, str, str]:
+    def _execute(
+        self, request: RunRequest, zygote: ZygoteClient, command: compat.RunnerCommand
+    ) -> tuple[int, str, str]:
         """Run it in a fork of the zygote: (exit code, ansible-runner's status word, executor error)."""
         (command.artifact_dir / "job_events").mkdir(mode=0o700, exist_ok=True)
         _write_command(command)
@@ -413,7 +224,7 @@ class WarmExecutor:
         finally:
             self._decided.set()
 
-    def _zygote_for_run(self, timeout: float = START_TIMEOUT) -> Zygote | None:
+    def _zygote_for_run(self, timeout: float = START_TIMEOUT) -> ZygoteClient | None:
         """The zygote to fork this run from, started again if it died; None when the warm path is off."""
         self._decided.wait(timeout)
         with self._lock:
@@ -433,15 +244,15 @@ class WarmExecutor:
             return None
         return zygote
 
-    def _start_zygote(self) -> Zygote:
+    def _start_zygote(self) -> ZygoteClient:
         """Prepare the warm-up run exactly as a reconcile is prepared, and start a zygote on its environment."""
         spec, self._warm_up_token = self._internal_run("warm-up")
-        zygote = Zygote(self.home, self.server, modules_in_worker=self.settings.module_server)
-        zygote.start(spec["env"], spec)
+        zygote = ZygoteClient(self.home, self.server, modules_in_worker=self.settings.module_server)
+        zygote.start(spec)
         self._zygote = zygote
         return zygote
 
-    def _internal_run(self, name: str) -> tuple[dict[str, Any], str]:
+    def _internal_run(self, name: str) -> tuple[protocol.RunSpec, str]:
         """The run spec of the warm-up or the self-test (the same playbook, each with its own token)."""
         run_dir = self.home / name
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -453,9 +264,9 @@ class WarmExecutor:
         inputdir.write_private_dir(run_dir, request.extravars(), self.setup.python)
         command = compat.runner_command(self.setup.runner_options(request, run_dir))
         (command.artifact_dir / "job_events").mkdir(mode=0o700, exist_ok=True)
-        return {**_run_spec(command, cold=False), "timeout": START_TIMEOUT}, token
+        return replace(_run_spec(command, cold=False), timeout=START_TIMEOUT), token
 
-    def _self_test(self, zygote: Zygote) -> None:
+    def _self_test(self, zygote: ZygoteClient) -> None:
         """Run the warm-up playbook again in a fork and compare it with the zygote's own run of it."""
         spec, token = self._internal_run("self-test")
         pending = zygote.submit(spec)
@@ -477,15 +288,9 @@ class WarmExecutor:
         log.info("warm executor self-test passed", extra={"ansible": zygote.ansible_version})
 
 
-def _run_spec(command: compat.RunnerCommand, cold: bool) -> dict[str, Any]:
-    return {
-        "argv": command.argv,
-        "env": command.env,
-        "cwd": command.cwd,
-        "output": str(command.artifact_dir / RAW_OUTPUT),
-        "timeout": command.timeout,
-        "cold": cold,
-    }
+def _run_spec(command: compat.RunnerCommand, cold: bool) -> protocol.RunSpec:
+    output = str(command.artifact_dir / RAW_OUTPUT)
+    return protocol.RunSpec(command.argv, command.env, command.cwd, output, command.timeout, cold)
 
 
 def _frozen_env(env: dict[str, str]) -> dict[str, str]:
@@ -538,13 +343,3 @@ def _events(artifact_dir: Path) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
     compat.replay_output(artifact_dir / RAW_OUTPUT, artifact_dir / "stdout", artifact_dir / "job_events", events.append)
     return events
-
-
-def _tail(path: Path, size: int = 2000) -> str:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(max(0, path.stat().st_size - size))
-            lines = handle.read().decode("utf-8", "replace").strip().splitlines()
-    except OSError:
-        return ""
-    return " | ".join(line.strip() for line in lines[-5:] if line.strip())
