@@ -286,6 +286,9 @@ class WarmExecutor:
         elif self.settings.module_server and not verdict.module_in_worker:
             log.warning("modules run in new interpreters: the self-test's collection module did not run in a worker")
         log.info("warm executor self-test passed", extra={"ansible": zygote.ansible_version})
+        if compat.ansible_version()[:2] >= compat.SUPPORTED[1]:
+            why = f"{compat.UNTESTED_ENV}=1"
+            log.warning("ansible-core %s is newer than the tested range; trying it (%s)", zygote.ansible_version, why)
 
 
 def _run_spec(command: compat.RunnerCommand, cold: bool) -> protocol.RunSpec:

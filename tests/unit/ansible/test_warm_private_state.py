@@ -62,8 +62,18 @@ def test_an_unsupported_ansible_core_is_refused_with_a_clear_error(
     monkeypatch: pytest.MonkeyPatch, version: tuple[int, int, str]
 ) -> None:
     monkeypatch.setattr(compat, "ansible_version", lambda: version)
+    monkeypatch.delenv(compat.UNTESTED_ENV, raising=False)
     pattern = rf"ansible-core {re.escape(version[2])} is not supported.*>=2\.19,<2\.22"
     with pytest.raises(compat.UnsupportedAnsible, match=pattern):
+        compat.check_version()
+
+
+def test_a_newer_ansible_core_is_tried_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compat, "ansible_version", lambda: (2, 22, "2.22.0"))
+    monkeypatch.setenv(compat.UNTESTED_ENV, "1")
+    assert compat.check_version() == "2.22.0"
+    monkeypatch.setattr(compat, "ansible_version", lambda: (2, 18, "2.18.0"))
+    with pytest.raises(compat.UnsupportedAnsible):  # older ones never: what they lack is known
         compat.check_version()
 
 
