@@ -2,7 +2,7 @@
 (``WarmExecutor``), in this process. Prints numbers; never passes or fails.
 
     .venv/bin/python bench/executors.py [--runs 30] [--parallel 1] [--role trivial|modules]
-        [--executors runner,runner+modserver,warm-plain,warm] [--warm-up zygote|child|none]
+        [--executors runner,runner+modserver,warm-plain,warm] [--warm-up zygote|child]
 
 ``--role trivial`` is one ``debug`` task; ``--role modules`` is three module tasks (``stat``, ``command``
 and, when ``$KUBECONFIG`` is set, ``kubernetes.core.k8s_info``), which compares the ways a module can
@@ -10,16 +10,16 @@ run: a new interpreter per task (``runner``, ``warm-plain``), a fork of the modu
 (``runner+modserver``), a fork of Ansible's own worker (``warm``, the default executor).
 
 Per executor: median and p90 latency of one ``run()`` (private data dir, Ansible, events, artifacts),
-throughput, and CPU seconds per run (the operator process plus every process the run started, so the
-number means something on a busy machine too). The warm executor's start-up (its zygote's imports and
-warm-up) is timed separately and not counted in the runs.
+throughput, and CPU seconds per run (this process's whole tree from /proc, the zygote and the runs it
+reaped included, so the number means something on a busy machine too). The warm executor's start-up (its
+zygote's imports, warm-up and self-test) is timed separately and not counted in the runs. ``--warm-up
+child`` starts the zygote of ``bench/zygotes.py``, which warms up in a forked child instead of in itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import sys
@@ -31,7 +31,11 @@ from pathlib import Path
 
 from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import ExecutorSettings, RunnerExecutor, RunRequest
-from hybrid_operator.ansible.warm import START_TIMEOUT, WarmExecutor
+from hybrid_operator.ansible.warm import SERVER, START_TIMEOUT, WarmExecutor
+
+if not __package__:  # run as ``python bench/executors.py``: the repository root holds the ``bench`` package
+    sys.path.append(str(Path(__file__).resolve().parent.parent))
+from bench import procs, zygotes
 
 TRIVIAL_ROLE = """---
 - name: Say hello
@@ -101,9 +105,8 @@ def request(i: int) -> RunRequest:
 
 
 def cpu_of_this_process_tree() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    """This process and its descendants, the live zygote and the runs it has reaped included."""
+    return procs.usage(os.getpid()).cpu_seconds
 
 
 def measure(name: str, executor: RunnerExecutor | WarmExecutor, runs: int, parallel: int) -> Numbers:
@@ -125,7 +128,6 @@ def measure(name: str, executor: RunnerExecutor | WarmExecutor, runs: int, paral
                 results.append(result)
 
     cpu_before = cpu_of_this_process_tree()
-    warm_cpu_before = executor.cpu_seconds if isinstance(executor, WarmExecutor) else 0.0
     started = time.monotonic()
     threads = [threading.Thread(target=worker) for _ in range(parallel)]
     for thread in threads:
@@ -134,8 +136,6 @@ def measure(name: str, executor: RunnerExecutor | WarmExecutor, runs: int, paral
         thread.join()
     wall = time.monotonic() - started
     cpu = cpu_of_this_process_tree() - cpu_before
-    if isinstance(executor, WarmExecutor):  # the forks are the zygote's children, not ours
-        cpu += executor.cpu_seconds - warm_cpu_before
     failures = sum(1 for r in results if not r.succeeded)
     return Numbers(name, latencies, wall, cpu, failures)
 
@@ -145,7 +145,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=30, help="runs per executor (default 30)")
     parser.add_argument("--parallel", type=int, default=1, help="worker threads calling run() at once")
-    parser.add_argument("--warm-up", choices=("zygote", "child", "none"), default="zygote", help="see zygote.py")
+    parser.add_argument("--warm-up", choices=("zygote", "child"), default="zygote", help="see bench/zygotes.py")
     parser.add_argument("--role", choices=("trivial", "modules"), default="trivial", help="what each run does")
     parser.add_argument("--executors", default="runner,warm", help=f"comma-separated, of {', '.join(EXECUTORS)}")
     args = parser.parse_args()
@@ -164,7 +164,7 @@ def main() -> int:
         print(f"role {args.role}: {args.runs} runs per executor, {args.parallel} at a time")
         print(f"on {os.cpu_count()} CPUs; python {sys.version.split()[0]}; load average {os.getloadavg()[0]:.1f}")
         measured: dict[str, Numbers] = {}
-        WarmExecutor.warm_up = args.warm_up
+        server = zygotes.SERVER if args.warm_up == "child" else SERVER
         for name in names:
             warm, module_server = EXECUTORS[name]
             settings = ExecutorSettings(
@@ -173,7 +173,7 @@ def main() -> int:
             executor: RunnerExecutor | WarmExecutor
             if warm:
                 started = time.monotonic()
-                executor = WarmExecutor(settings)
+                executor = WarmExecutor(settings, server)
                 version = executor.wait_until_ready(START_TIMEOUT)
                 print(f"{name:<17} zygote ready in {time.monotonic() - started:.2f} s (ansible-core {version})")
             else:

@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this):
 #   lint and types -> unit tests -> integration tests on a real API server -> Molecule (default scenario)
+#   -> the other supported ansible-core minors -> the canary (newest ansible-core; never fails CI)
 # Integration tests use $KUBECONFIG when you point it at a cluster of your own; otherwise this script
 # brings up the local test bed (hack/local-cluster.sh, built from source and cached on first use) and
 # stops it again at the end. OpenStack tests use $OS_CLOUD if set, else the local cloud
-# (hack/local-cloud.sh); HYBRID_OPERATOR_SKIP_CLOUD=1 skips them.
+# (hack/local-cloud.sh); HYBRID_OPERATOR_SKIP_CLOUD=1 skips them. The matrix and the canary are
+# hack/test-matrix.sh; HYBRID_OPERATOR_SKIP_MATRIX=1 skips both. Each step's time is printed at the end.
 #   hack/test.sh [pytest args...]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 bin=$(hack/bootstrap.sh | tail -n 1)
 export PATH="$bin:$PATH"
-step() { printf '\n==> %s\n' "$*"; }
+timings=()
+step_name="" step_started=$SECONDS
+step() {
+  [ -z "$step_name" ] || timings+=("$(printf '%5d s  %s' $((SECONDS - step_started)) "$step_name")")
+  step_name=$* step_started=$SECONDS
+  printf '\n==> %s\n' "$*"
+}
 
 step "lint: ruff, mypy, yamllint, ansible-lint, CRDs generated from the roles"
 ruff check .
@@ -43,3 +51,12 @@ pytest -p no:cacheprovider -ra "${markers[@]}" "$@"
 
 step "molecule: default scenario against the test bed"
 molecule test -s default
+
+if [ -z "${HYBRID_OPERATOR_SKIP_MATRIX:-}" ]; then
+  step "ansible-core matrix: the other supported minors (unit, warm executor, a Foo end to end)"
+  hack/test-matrix.sh legs
+  step "canary: the newest ansible-core on PyPI"
+  hack/test-matrix.sh canary
+fi
+step "done"
+printf '%s\n' "${timings[@]}"

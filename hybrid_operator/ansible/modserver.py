@@ -34,6 +34,7 @@ import time
 import traceback
 from pathlib import Path
 
+from hybrid_operator.ansible import forking
 from hybrid_operator.privatedirs import ensure_private_dir
 
 log = logging.getLogger(__name__)
@@ -152,17 +153,6 @@ def _recv_exact(conn: socket.socket, size: int) -> bytes:
     return bytes(buf)
 
 
-def exit_status(exc: SystemExit) -> int:
-    """The exit status the interpreter gives a ``SystemExit``; a message as its code goes to stderr."""
-    if exc.code is None:
-        return 0
-    if isinstance(exc.code, int):
-        return exc.code
-    with contextlib.suppress(Exception):
-        print(exc.code, file=sys.stderr)
-    return 1
-
-
 def _run_child(conn: socket.socket, header: dict[str, object], stdin_data: bytes) -> None:
     """In the forked child: become `python ARGV` with the client's env, cwd and stdin; report back."""
     # Plain files, not context managers: this process ends in os._exit below, the kernel closes them.
@@ -171,37 +161,32 @@ def _run_child(conn: socket.socket, header: dict[str, object], stdin_data: bytes
     inp = tempfile.TemporaryFile()  # noqa: SIM115
     inp.write(stdin_data)
     inp.seek(0)
-    rc = 0
+    rc = 1
     try:
-        os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in dict(header["env"]).items()})  # type: ignore[call-overload]
-        os.chdir(str(header["cwd"]))
-        os.dup2(inp.fileno(), 0)
-        os.dup2(out.fileno(), 1)
-        os.dup2(err.fileno(), 2)
+        forking.reset_signals()  # modules wait for their own subprocesses: SIGCHLD as a new process has it
+        env = {str(k): str(v) for k, v in dict(header["env"]).items()}  # type: ignore[call-overload]
+        forking.enter(env, str(header["cwd"]), replace_env=True)
+        forking.redirect(inp.fileno(), out.fileno(), err.fileno())
         argv = [str(a) for a in header["argv"]]  # type: ignore[attr-defined]
         if argv:
             sys.argv = argv
-            runpy.run_path(argv[0], run_name="__main__")
+            try:
+                runpy.run_path(argv[0], run_name="__main__")
+                rc = 0
+            except SystemExit as exc:
+                rc = forking.exit_status(exc)
         else:
-            sys.argv = [""]
-            code = compile(stdin_data, "<stdin>", "exec")
-            exec(code, {"__name__": "__main__", "__builtins__": __builtins__})  # this *is* the interpreter
-    except SystemExit as exc:
-        rc = exit_status(exc)
+            rc = forking.run_as_main(stdin_data)
     except BaseException:
         traceback.print_exc()
-        rc = 1
     finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
+        forking.flush_std()
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
         with contextlib.suppress(OSError):
             conn.sendall(struct.pack("!iII", rc, len(stdout), len(stderr)) + stdout + stderr)
-        os._exit(0)
+        forking.end(0)
 
 
 def serve(socket_path: str, preload: list[str]) -> None:
@@ -235,8 +220,6 @@ def serve(socket_path: str, preload: list[str]) -> None:
         pid = os.fork()
         if pid == 0:
             listener.close()
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # modules wait for their own subprocesses
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             _run_child(conn, header, stdin_data)
         conn.close()
 

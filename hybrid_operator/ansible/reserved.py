@@ -25,6 +25,8 @@ import subprocess
 import sys
 import threading
 
+from hybrid_operator.ansible import compat
+
 log = logging.getLogger(__name__)
 
 # Per-task magic variables that no play-level source lists (the rest come from ansible-core).
@@ -61,9 +63,9 @@ def template_globals():
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar
     return Templar(DataLoader()).environment.globals
-def template_keywords():
-    from ansible._internal._templating._jinja_bits import JINJA_KEYWORDS
-    return JINJA_KEYWORDS
+def template_keywords():  # a private name of ansible-core: where it is, is compat.TEMPLATE_KEYWORDS
+    import importlib
+    return getattr(importlib.import_module(sys.argv[1]), sys.argv[2])
 for item in (connection_vars, magic, template_globals, template_keywords):
     source(item.__name__, item)
 json.dump({"names": sorted(names), "missing": missing}, sys.stdout)
@@ -86,7 +88,12 @@ def _probe() -> frozenset[str]:
     env = {**os.environ, "ANSIBLE_DEPRECATION_WARNINGS": "false", "ANSIBLE_NOCOLOR": "true"}
     try:
         done = subprocess.run(
-            [sys.executable, "-P", "-c", _PROBE], capture_output=True, text=True, env=env, timeout=120, check=True
+            [sys.executable, "-P", "-c", _PROBE, *compat.TEMPLATE_KEYWORDS],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=True,
         )
         found = json.loads(done.stdout)
     except (OSError, subprocess.SubprocessError, ValueError) as exc:

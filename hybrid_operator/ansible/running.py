@@ -212,35 +212,44 @@ class RunnerExecutor:
         self.settings = settings
         self.setup = RunSetup(settings)
         self.store = self.setup.store
-        self.modules = self.setup.modules
 
     def ready(self) -> tuple[bool, str]:
-        if shutil.which("ansible-playbook", path=self.setup.env["PATH"]) is None:
-            return False, "ansible-playbook not found on PATH"
-        return True, "ok"
+        return runner_ready(self.setup)
 
     def close(self) -> None:
         self.setup.close()
 
     def run(self, request: RunRequest) -> RunResult:
-        started = time.monotonic()
-        run_dir = self.setup.new_run_dir(request)
-        collector = EventCollector(request.run_id, request.on_event)
-        try:
-            inputdir.write_private_dir(run_dir, request.extravars(), self.setup.python)
-            runner = ansible_runner.run(
-                **self.setup.runner_options(request, run_dir), event_handler=_collect_into(collector)
-            )
-            result = finished_result(collector, runner.rc, runner.status, run_dir / "artifacts" / request.run_id)
-        except Exception as exc:  # an executor bug or a broken install must not kill the worker
-            log.exception("ansible-runner failed to run", extra={"run_id": request.run_id})
-            result = collector.result
-            result.error = f"could not run Ansible: {exc}"
-        finally:
-            _scrub_command_artifact(run_dir / "artifacts" / request.run_id / "command")
-            self.store.finish(run_dir, request.max_artifacts)
-        result.duration = time.monotonic() - started
-        return result
+        return run_with_runner(self.setup, request)
+
+
+def runner_ready(setup: RunSetup) -> tuple[bool, str]:
+    """Whether ansible-runner can start a run now (also the warm executor's, once it switched itself off)."""
+    if shutil.which("ansible-playbook", path=setup.env["PATH"]) is None:
+        return False, "ansible-playbook not found on PATH"
+    if setup.modules is not None and not setup.modules.alive():
+        return False, "the module server died"
+    return True, "ok"
+
+
+def run_with_runner(setup: RunSetup, request: RunRequest, run_dir: Path | None = None) -> RunResult:
+    """One run through ``ansible_runner.run``: Ansible's normal path (``run_dir``: one already made for it)."""
+    started = time.monotonic()
+    run_dir = setup.new_run_dir(request) if run_dir is None else run_dir
+    collector = EventCollector(request.run_id, request.on_event)
+    try:
+        inputdir.write_private_dir(run_dir, request.extravars(), setup.python)
+        runner = ansible_runner.run(**setup.runner_options(request, run_dir), event_handler=_collect_into(collector))
+        result = finished_result(collector, runner.rc, runner.status, run_dir / "artifacts" / request.run_id)
+    except Exception as exc:  # an executor bug or a broken install must not kill the worker
+        log.exception("ansible-runner failed to run", extra={"run_id": request.run_id})
+        result = collector.result
+        result.error = f"could not run Ansible: {exc}"
+    finally:
+        _scrub_command_artifact(run_dir / "artifacts" / request.run_id / "command")
+        setup.store.finish(run_dir, request.max_artifacts)
+    result.duration = time.monotonic() - started
+    return result
 
 
 def finished_result(collector: EventCollector, rc: object, status: str, artifact_dir: Path) -> RunResult:

@@ -3,326 +3,117 @@
 An ``Executor`` (see ``running``) the reactor can use instead of ``RunnerExecutor``. A new
 ``ansible-playbook`` process costs ~1 s before its first task (interpreter, Ansible's imports and
 configuration, YAML parsing of its plugin tables, pexpect); here a long-lived zygote process
-(``zygote``) has paid that once, and every run is a ``fork()`` of it.
+(``zygote``, reached through ``zygoteclient``) has paid that once, and every run is a ``fork()`` of it.
 
 Each run is made exactly as ``RunnerExecutor`` makes it: its own private data dir from the
 ``ArtifactStore``, written by ``inputdir``; ansible-runner's own ``RunnerConfig`` computes the command,
-environment and working directory from the same options (``RunSetup.runner_options``); the child writes
-its output where ansible-runner's display callback expects it; and the output is then read back through
-ansible-runner's own ``OutputEventFilter``, so the job events, the ``stdout`` artifact and the
+environment and working directory from the same options (``RunSetup.runner_options``, through
+``compat.runner_command``); the child writes its output where ansible-runner's display callback expects
+it; and the output is then read back through ansible-runner's own ``OutputEventFilter``
+(``compat.replay_output``), so the job events, the ``stdout`` artifact and the
 ``RunResult`` have ansible-runner's shape. A run whose environment would change Ansible's configuration
 (an ``ANSIBLE_*`` variable the zygote was not started with) is exec'ed as a fresh ``ansible-playbook``
 instead, since Ansible reads its configuration only once per process.
 
-If the zygote dies, the runs it had going fail with an error, ``ready()`` says so, and the next ``run``
-starts a new one.
+At start-up, in the background, the executor tests the warm path (``selftest``): the zygote's warm-up is a
+run of the self-test playbook on Ansible's normal path, and a forked run of it must give the same results.
+Only then do runs use the zygote. When the test fails, the zygote cannot start, or ansible-runner's
+internals are not the shape ``compat`` expects, the executor switches itself off for good with one log
+line, and every run goes through ansible-runner (``running.run_with_runner``) instead: an optimisation
+never fails a run. If a working zygote dies, the runs it had going fail with an error, ``ready()`` says
+so, and the next ``run`` starts a new one.
 """
 
 from __future__ import annotations
 
-import codecs
-import contextlib
 import datetime
-import io
 import json
 import logging
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from ansible_runner.config.runner import RunnerConfig
-from ansible_runner.utils import OutputEventFilter
-
-from hybrid_operator.ansible import inputdir
+from hybrid_operator.ansible import compat, inputdir, protocol, selftest
 from hybrid_operator.ansible.results import EventCollector, RunResult
-from hybrid_operator.ansible.running import ExecutorSettings, RunRequest, RunSetup, finished_result
-from hybrid_operator.ansible.zygote import KILL_GRACE, kill, terminate
-from hybrid_operator.privatedirs import TempDir
+from hybrid_operator.ansible.running import (
+    ExecutorSettings,
+    RunRequest,
+    RunSetup,
+    finished_result,
+    run_with_runner,
+    runner_ready,
+)
+from hybrid_operator.ansible.zygoteclient import SERVER, ZygoteClient, ZygoteError
+from hybrid_operator.privatedirs import TempDir, write_private_file
 
 log = logging.getLogger(__name__)
 
 RAW_OUTPUT = "stdout.raw"  # the child's own output, before the event filter; removed once read
-START_TIMEOUT = 300.0  # the zygote's imports and warm-up, on a loaded machine
-RESTART_BACKOFF = 10.0  # after a failed start, runs fail fast for this long instead of starting again
+START_TIMEOUT = 300.0  # the zygote's imports, warm-up and self-test, on a loaded machine
 LOST_RUN_GRACE = 60.0  # past the run timeout, how long to wait for the zygote before giving up on a run
 # Environment variables the zygote's Ansible has read once and for all: a run that needs other values
 # cannot be a fork of it. The two per-run ones are read when they are used.
 _PER_RUN_ENV = {"AWX_ISOLATED_DATA_DIR", "ANSIBLE_CACHE_PLUGIN_CONNECTION"}
 _IMPORT_TIME_ENV = {"ORIGINAL_STDOUT_CALLBACK", "AD_HOC_COMMAND_ID"}
 
-WARM_UP_PLAYBOOK = """---
-# Written by hybrid-operator: the warm executor's zygote runs this once, in itself, so that the plugins,
-# YAML tables and templating every reconcile uses are loaded before it forks the first run.
-- name: Warm up
-  hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Template, filter and test
-      ansible.builtin.set_fact:
-        _warm_up: "{{ [1, 2] | map('string') | join(',') if 1 is number else '' }}"
-    - name: Assert
-      ansible.builtin.assert:
-        that: _warm_up == '1,2'
-        quiet: true
-    - name: Loop
-      ansible.builtin.debug:
-        msg: "{{ item }}"
-      loop: [1, 2]
-    - name: Fail and rescue
-      block:
-        - name: Fail
-          ansible.builtin.fail:
-            msg: warm-up
-      rescue:
-        - name: Rescued
-          ansible.builtin.debug:
-            msg: rescued
-"""
-
-
-class ZygoteError(RuntimeError):
-    """The zygote could not start, or died."""
-
-
-@dataclass
-class _Pending:
-    """One run the zygote was asked for, as the reader thread learns about it."""
-
-    run_id: int
-    done: threading.Event = field(default_factory=threading.Event)
-    pid: int | None = None
-    rc: int = 1
-    timed_out: bool = False
-    cpu: float = 0.0  # CPU seconds of the run's whole process tree
-    error: str = ""
-
-
-class Zygote:
-    """The executor's handle on one zygote process: start it, hand it runs, learn how they ended."""
-
-    def __init__(self, home: Path, warm_up: str = "zygote", modules_in_worker: bool = False) -> None:
-        self.home = home
-        self.warm_up = warm_up
-        self.modules_in_worker = modules_in_worker
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.env: dict[str, str] = {}
-        self.ready = threading.Event()
-        self.error = ""  # why it failed to start or died; empty while it is fine
-        self.unsupported = False  # the failure is this ansible-core: starting again will not help
-        self.pid = 0
-        self.ansible_version = ""
-        self._sock: socket.socket | None = None
-        self._send_lock = threading.Lock()
-        self._lock = threading.Lock()
-        self._pending: dict[int, _Pending] = {}
-        self._ids = 0
-        self._closing = False
-
-    # -- life cycle
-
-    def start(self, env: dict[str, str], warm_up_run: dict[str, Any]) -> None:
-        """Start the process (returns at once; ``wait_ready`` waits for the warm-up)."""
-        self.env = dict(env)
-        cwd = self.home / "cwd"  # empty: an ansible.cfg in the operator's directory must not be read
-        cwd.mkdir(parents=True, exist_ok=True, mode=0o700)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        with (self.home / "zygote.log").open("ab") as log_file:
-            command = [sys.executable, "-P", "-m", "hybrid_operator.ansible.zygote", "--fd", str(theirs.fileno())]
-            self.proc = subprocess.Popen(
-                [*command, "--warm-up", self.warm_up, *(["--modules-in-worker"] if self.modules_in_worker else [])],
-                env=self.env,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log_file,
-                pass_fds=[theirs.fileno()],
-                start_new_session=True,  # a Ctrl-C at the operator's terminal must not reach the runs
-            )
-        theirs.close()
-        self._sock = ours
-        self._send({"op": "warm-up", "run": warm_up_run})
-        threading.Thread(target=self._read, name="warm-zygote-reader", daemon=True).start()
-
-    def wait_ready(self, timeout: float) -> None:
-        if not self.ready.wait(timeout):
-            self._fail(f"the warm Ansible process did not warm up in {timeout:.0f}s")
-            self.stop()
-        if self.error:
-            raise ZygoteError(self.error)
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None and not self.error
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._closing = True
-        if self._sock is not None:
-            with contextlib.suppress(OSError):
-                self._sock.shutdown(socket.SHUT_RDWR)  # end of file: the zygote kills its runs and exits
-        if self.proc is not None:
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self._sock is not None:
-            self._sock.close()
-
-    # -- runs
-
-    def submit(self, run: dict[str, Any]) -> _Pending:
-        with self._lock:
-            if self.error:
-                raise ZygoteError(self.error)
-            self._ids += 1
-            pending = _Pending(self._ids)
-            self._pending[pending.run_id] = pending
-        try:
-            self._send({"op": "run", "id": pending.run_id, "run": run})
-        except OSError as exc:
-            self._died(f"could not reach the warm Ansible process: {exc}")
-        return pending
-
-    def abandon(self, pending: _Pending) -> None:
-        """Give up on a run the zygote never reported: kill its session and treat the zygote as broken."""
-        if pending.pid:
-            groups = terminate(pending.pid)
-            time.sleep(KILL_GRACE)
-            kill(groups)
-        self._fail("the warm Ansible process stopped reporting on its runs")
-        self.stop()
-
-    def _send(self, message: dict[str, Any]) -> None:
-        assert self._sock is not None
-        data = json.dumps(message).encode() + b"\n"
-        with self._send_lock:
-            self._sock.sendall(data)
-
-    # -- the reader thread
-
-    def _read(self) -> None:
-        assert self._sock is not None
-        buffer = b""
-        while True:
-            try:
-                data = self._sock.recv(1 << 16)
-            except OSError:
-                data = b""
-            if not data:
-                break
-            buffer += data
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                if line.strip():
-                    self._on_message(json.loads(line))
-        self._died("the executor closed it" if self._closing else "the warm Ansible process died")
-
-    def _on_message(self, message: dict[str, Any]) -> None:
-        op = message.get("op")
-        if op == "ready":
-            self.pid = int(message["pid"])
-            self.ansible_version = str(message.get("ansible_version", ""))
-            log.info(
-                "warm Ansible process ready",
-                extra={"pid": self.pid, "ansible": self.ansible_version, "seconds": round(message["seconds"], 2)},
-            )
-            self.ready.set()
-        elif op == "fatal":
-            self.unsupported = bool(message.get("unsupported"))
-            self._fail(str(message.get("error") or "the warm Ansible process failed to start"))
-        elif op in ("started", "exited"):
-            with self._lock:
-                pending = self._pending.get(int(message["id"]))
-                if pending is not None and op == "exited":
-                    del self._pending[pending.run_id]
-            if pending is None:
-                return
-            if op == "started":
-                pending.pid = int(message["pid"])
-            else:
-                pending.rc = int(message["rc"])
-                pending.timed_out = bool(message.get("timed_out"))
-                pending.cpu = float(message.get("cpu") or 0.0)
-                pending.done.set()
-
-    def _fail(self, error: str) -> None:
-        if not self.error:
-            self.error = error
-        self.ready.set()  # wakes anyone waiting for the warm-up: they read the error
-
-    def _died(self, reason: str) -> None:
-        """The zygote is gone: stop the runs it had going and fail them."""
-        code = None
-        if self.proc is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                code = self.proc.wait(5)
-        detail = f" (exit code {code})" if code is not None else ""
-        tail = _tail(self.home / "zygote.log")
-        self._fail(f"{reason}{detail}" + (f": {tail}" if tail and not self._closing else ""))
-        with self._lock:
-            pending, self._pending = list(self._pending.values()), {}
-        orphans = [terminate(run.pid) for run in pending if run.pid]  # they outlive the zygote otherwise
-        if orphans:
-            time.sleep(KILL_GRACE)
-        for groups in orphans:
-            kill(groups)
-        for run in pending:
-            run.error = self.error
-            run.done.set()
+__all__ = ["SERVER", "START_TIMEOUT", "WarmExecutor", "ZygoteError"]
 
 
 class WarmExecutor:
-    """Runs each reconcile in a fork of a warm Ansible process; results as ``RunnerExecutor``'s."""
+    """Runs each reconcile in a fork of a warm Ansible process; results as ``RunnerExecutor``'s.
 
-    warm_up = "zygote"  # where the zygote runs its warm-up playbook: zygote | child | none (see zygote)
+    ``server``: how to start the zygote, after ``python -P`` (benchmarks start variants of it).
+    """
 
-    def __init__(self, settings: ExecutorSettings) -> None:
+    def __init__(self, settings: ExecutorSettings, server: tuple[str, ...] = SERVER) -> None:
         self.settings = settings
+        self.server = server
         # Modules run in Ansible's workers (``inworker``), forks of the zygote that already imported their
         # libraries: no module server process (one fewer warm process in memory).
         self.setup = RunSetup(settings, module_server=False)
         self.store = self.setup.store
-        # The zygote's own files (its log, its warm-up run): private, and outside the artifact store, which
-        # would otherwise count the warm-up run as one of its own and one day delete it.
+        # The zygote's own files (its log, its warm-up and self-test runs): private, and outside the artifact
+        # store, which would otherwise count them as runs of its own and one day delete them.
         self._home = TempDir("hyop-warm-")
         self.home = self._home.path
+        self.playbook = write_private_file(self.home / "warm-up.yml", selftest.PLAYBOOK)
         self._lock = threading.Lock()
-        self._zygote: Zygote | None = None
-        self._failed_at = 0.0
+        self._zygote: ZygoteClient | None = None
         self._closed = False
         self._cold_warned: set[str] = set()
-        self.cpu_seconds = 0.0  # CPU used by all runs' process trees (not the zygote's own): for benchmarks
-        try:
-            self._start_zygote()  # warms up in the background: the first reconcile need not pay for it
-        except Exception:  # the first run tries again, and fails with the reason if it still cannot
-            log.exception("could not start the warm Ansible process")
+        self.off = ""  # why the warm path switched itself off: every run then goes through ansible-runner
+        self._decided = threading.Event()  # the first zygote passed its self-test, or the warm path is off
+        # Warms up and tests itself in the background: the first reconcile need not pay for all of it.
+        threading.Thread(target=self._first_start, name="warm-start", daemon=True).start()
 
     def wait_until_ready(self, timeout: float = START_TIMEOUT) -> str:
-        """Wait for the zygote's warm-up (starting it again if it died); the ansible-core version it runs."""
-        return self._zygote_for_run(timeout).ansible_version
+        """Wait for the zygote's warm-up and self-test; the ansible-core version it runs (raises if off)."""
+        zygote = self._zygote_for_run(timeout)
+        if zygote is None:
+            raise ZygoteError(self.off or "the warm Ansible process is not ready")
+        return zygote.ansible_version
 
     @property
     def zygote_pid(self) -> int | None:
         zygote = self._zygote
-        return zygote.proc.pid if zygote is not None and zygote.proc is not None else None
+        return zygote.pid if zygote is not None else None
 
     # -- Executor
 
     def ready(self) -> tuple[bool, str]:
+        if self.off:
+            return runner_ready(self.setup)
         zygote = self._zygote
+        if not self._decided.is_set() or (zygote is not None and not zygote.error and not zygote.ready.is_set()):
+            return False, "the warm Ansible process is warming up"
         if zygote is None:
             return False, "the warm Ansible process is not running"
         if zygote.error:
             return False, zygote.error
-        if not zygote.ready.is_set():
-            return False, "the warm Ansible process is warming up"
         if not zygote.alive:
             return False, "the warm Ansible process died"
         return True, "ok"
@@ -337,29 +128,23 @@ class WarmExecutor:
         self._home.close()
 
     def run(self, request: RunRequest) -> RunResult:
+        zygote = self._zygote_for_run()
+        if zygote is None:  # the warm path is off: Ansible's normal one
+            return run_with_runner(self.setup, request)
         started = time.monotonic()
         run_dir = self.setup.new_run_dir(request)
-        artifact_dir = run_dir / "artifacts" / request.run_id
-        collector = EventCollector(request.run_id, request.on_event)
         try:
             inputdir.write_private_dir(run_dir, request.extravars(), self.setup.python)
-            config = _runner_config(self.setup.runner_options(request, run_dir))
-            if request.on_event is None:
-                rc, status, error = self._execute(request, config)
-                _replay(artifact_dir, request.run_id, collector)
-            else:  # someone watches the run: read its output while it is written
-                done = threading.Event()
-                follower = threading.Thread(
-                    target=_replay, args=(artifact_dir, request.run_id, collector, done), name="follow", daemon=True
-                )
-                follower.start()
-                try:
-                    rc, status, error = self._execute(request, config)
-                finally:
-                    done.set()
-                    follower.join()
-            _write_outcome(artifact_dir, status, rc)
-            result = finished_result(collector, rc, status, artifact_dir)
+            command = compat.runner_command(self.setup.runner_options(request, run_dir))
+        except Exception as exc:  # ansible-runner's internals moved: nothing has run yet
+            self._switch_off(f"could not prepare a run as ansible-runner would: {type(exc).__name__}: {exc}")
+            return run_with_runner(self.setup, request, run_dir)
+        collector = EventCollector(request.run_id, request.on_event)  # task lines come after the run here
+        try:
+            rc, status, error = self._execute(request, zygote, command)
+            _replay(command.artifact_dir, request.run_id, collector)
+            _write_outcome(command.artifact_dir, status, rc)
+            result = finished_result(collector, rc, status, command.artifact_dir)
             if error:
                 result.error = error
         except Exception as exc:  # an executor bug or a broken install must not kill the worker
@@ -373,24 +158,22 @@ class WarmExecutor:
 
     # -- one run
 
-    def _execute(self, request: RunRequest, config: RunnerConfig) -> tuple[int, str, str]:
+    def _execute(
+        self, request: RunRequest, zygote: ZygoteClient, command: compat.RunnerCommand
+    ) -> tuple[int, str, str]:
         """Run it in a fork of the zygote: (exit code, ansible-runner's status word, executor error)."""
-        artifact_dir = Path(config.artifact_dir)
-        (artifact_dir / "job_events").mkdir(mode=0o700, exist_ok=True)
-        _write_command(artifact_dir, config)
+        (command.artifact_dir / "job_events").mkdir(mode=0o700, exist_ok=True)
+        _write_command(command)
         try:
-            zygote = self._zygote_for_run()
-            cold = self._needs_cold_start(request, config.env, zygote.env)
-            pending = zygote.submit(_run_spec(config, artifact_dir, cold))
+            cold = self._needs_cold_start(request, command.env, zygote.env)
+            pending = zygote.submit(_run_spec(command, cold))
         except ZygoteError as exc:
             log.error("no warm Ansible process to run in: %s", exc, extra={"run_id": request.run_id})
             return 1, "failed", f"could not run Ansible: {exc}"
-        limit = config.job_timeout + LOST_RUN_GRACE if config.job_timeout else None
+        limit = command.timeout + LOST_RUN_GRACE if command.timeout else None
         if not pending.done.wait(limit):
             zygote.abandon(pending)
             return 1, "failed", "the warm Ansible process lost track of the run"
-        with self._lock:
-            self.cpu_seconds += pending.cpu
         if pending.error:
             return 1, "failed", f"could not run Ansible: {pending.error}"
         if pending.timed_out:
@@ -412,61 +195,105 @@ class WarmExecutor:
 
     # -- the zygote
 
-    def _zygote_for_run(self, timeout: float = START_TIMEOUT) -> Zygote:
+    def _switch_off(self, why: str) -> None:
+        """The warm path steps aside for good: every run from now on goes through ansible-runner."""
+        with self._lock:
+            if self.off or self._closed:
+                return
+            self.off = why
+            zygote, self._zygote = self._zygote, None
+        log.warning("the warm executor switched itself off; runs go through ansible-runner: %s", why)
+        self._decided.set()
+        if zygote is not None:
+            zygote.stop()
+
+    def _first_start(self) -> None:
+        """Start the first zygote and test it (in the background, from the constructor)."""
+        try:
+            problems = compat.runner_problems()
+            if problems:
+                raise ZygoteError("; ".join(problems))
+            with self._lock:
+                if self._closed:
+                    return
+                zygote = self._start_zygote()
+            zygote.wait_ready(START_TIMEOUT)
+            self._self_test(zygote)
+        except Exception as exc:  # whatever it is, the runs must not pay for it
+            self._switch_off(str(exc) or type(exc).__name__)
+        finally:
+            self._decided.set()
+
+    def _zygote_for_run(self, timeout: float = START_TIMEOUT) -> ZygoteClient | None:
+        """The zygote to fork this run from, started again if it died; None when the warm path is off."""
+        self._decided.wait(timeout)
         with self._lock:
             if self._closed:
                 raise ZygoteError("the executor is closed")
             zygote = self._zygote
-            if zygote is not None and zygote.error:  # it failed to start, or died since
-                if zygote.unsupported:
-                    raise ZygoteError(zygote.error)
-                if time.monotonic() - self._failed_at < RESTART_BACKOFF:  # do not start one per run
-                    raise ZygoteError(f"{zygote.error} (starting another one shortly)")
+            if self.off or zygote is None:
+                return None
+            if zygote.error:  # it died since: a new one (the same program, already tested)
                 log.warning("the warm Ansible process failed (%s); starting a new one", zygote.error)
                 zygote.stop()
-                zygote = None
-            if zygote is None:
                 zygote = self._start_zygote()
         try:
             zygote.wait_ready(timeout)
-        except ZygoteError:
-            self._failed_at = time.monotonic()  # a start failed: the next runs fail fast for a while
-            raise
+        except ZygoteError as exc:
+            self._switch_off(str(exc))
+            return None
         return zygote
 
-    def _start_zygote(self) -> Zygote:
+    def _start_zygote(self) -> ZygoteClient:
         """Prepare the warm-up run exactly as a reconcile is prepared, and start a zygote on its environment."""
-        warm_up_dir = self.home / "warm-up"
-        shutil.rmtree(warm_up_dir, ignore_errors=True)
-        playbook = self.home / "warm-up.yml"
-        playbook.write_text(WARM_UP_PLAYBOOK, encoding="utf-8")
-        request = RunRequest(run_id="warm-up", group="", version="", kind="WarmUp", obj={}, playbook=playbook)
-        inputdir.write_private_dir(warm_up_dir, request.extravars(), self.setup.python)
-        config = _runner_config(self.setup.runner_options(request, warm_up_dir))
-        artifact_dir = Path(config.artifact_dir)
-        (artifact_dir / "job_events").mkdir(mode=0o700, exist_ok=True)
-        zygote = Zygote(self.home, self.warm_up, modules_in_worker=self.settings.module_server)
-        zygote.start(dict(config.env), _run_spec(config, artifact_dir, cold=False))
+        spec, self._warm_up_token = self._internal_run("warm-up")
+        zygote = ZygoteClient(self.home, self.server, modules_in_worker=self.settings.module_server)
+        zygote.start(spec)
         self._zygote = zygote
         return zygote
 
+    def _internal_run(self, name: str) -> tuple[protocol.RunSpec, str]:
+        """The run spec of the warm-up or the self-test (the same playbook, each with its own token)."""
+        run_dir = self.home / name
+        shutil.rmtree(run_dir, ignore_errors=True)
+        token = selftest.new_token()
+        request = RunRequest(
+            run_id=name, group="", version="", kind="SelfTest", obj={}, playbook=self.playbook,
+            watch_vars={selftest.TOKEN_VAR: token},
+        )  # fmt: skip
+        inputdir.write_private_dir(run_dir, request.extravars(), self.setup.python)
+        command = compat.runner_command(self.setup.runner_options(request, run_dir))
+        (command.artifact_dir / "job_events").mkdir(mode=0o700, exist_ok=True)
+        return replace(_run_spec(command, cold=False), timeout=START_TIMEOUT), token
 
-def _runner_config(options: dict[str, Any]) -> RunnerConfig:
-    """What ansible-runner would run for these options: its command, environment, cwd and timeout."""
-    config = RunnerConfig(**options)
-    config.prepare()
-    return config
+    def _self_test(self, zygote: ZygoteClient) -> None:
+        """Run the warm-up playbook again in a fork and compare it with the zygote's own run of it."""
+        spec, token = self._internal_run("self-test")
+        pending = zygote.submit(spec)
+        if not pending.done.wait(START_TIMEOUT + LOST_RUN_GRACE):
+            zygote.abandon(pending)
+        if pending.error or not pending.done.is_set():
+            raise ZygoteError(f"the self-test run did not finish: {pending.error or 'no answer'}")
+        reference = _events(self.home / "warm-up" / "artifacts" / "warm-up")
+        forked = _events(self.home / "self-test" / "artifacts" / "self-test")
+        verdict = selftest.compare(reference, self._warm_up_token, forked, token)
+        if verdict.differences:
+            raise ZygoteError(
+                "self-test: a forked run differs from Ansible's own: " + "; ".join(verdict.differences[:3])
+            )
+        if self.settings.module_server and not zygote.modules_in_worker:
+            log.warning("modules run in new interpreters, not in Ansible's workers: %s", zygote.why_not_in_worker)
+        elif self.settings.module_server and not verdict.module_in_worker:
+            log.warning("modules run in new interpreters: the self-test's collection module did not run in a worker")
+        log.info("warm executor self-test passed", extra={"ansible": zygote.ansible_version})
+        if compat.ansible_version()[:2] >= compat.SUPPORTED[1]:
+            why = f"{compat.UNTESTED_ENV}=1"
+            log.warning("ansible-core %s is newer than the tested range; trying it (%s)", zygote.ansible_version, why)
 
 
-def _run_spec(config: RunnerConfig, artifact_dir: Path, cold: bool) -> dict[str, Any]:
-    return {
-        "argv": list(config.command),
-        "env": {str(k): str(v) for k, v in config.env.items()},
-        "cwd": str(config.cwd),
-        "output": str(artifact_dir / RAW_OUTPUT),
-        "timeout": config.job_timeout or None,
-        "cold": cold,
-    }
+def _run_spec(command: compat.RunnerCommand, cold: bool) -> protocol.RunSpec:
+    output = str(command.artifact_dir / RAW_OUTPUT)
+    return protocol.RunSpec(command.argv, command.env, command.cwd, output, command.timeout, cold)
 
 
 def _frozen_env(env: dict[str, str]) -> dict[str, str]:
@@ -475,11 +302,11 @@ def _frozen_env(env: dict[str, str]) -> dict[str, str]:
     }
 
 
-def _write_command(artifact_dir: Path, config: RunnerConfig) -> None:
+def _write_command(command: compat.RunnerCommand) -> None:
     """ansible-runner's ``command`` artifact, with only the names of the environment variables (as
     ``RunnerExecutor`` leaves it after scrubbing): the values may hold secrets."""
-    data = {"command": list(config.command), "cwd": config.cwd, "env": sorted(config.env)}
-    _write_private(artifact_dir / "command", json.dumps(data))
+    data = {"command": command.argv, "cwd": command.cwd, "env": sorted(command.env)}
+    _write_private(command.artifact_dir / "command", json.dumps(data))
 
 
 def _write_outcome(artifact_dir: Path, status: str, rc: int) -> None:
@@ -495,25 +322,12 @@ def _write_private(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def _replay(artifact_dir: Path, run_id: str, collector: EventCollector, follow: threading.Event | None = None) -> None:
-    """Read the child's output the way ansible-runner reads its pty: into job events and ``stdout``.
-
-    The child wrote into a file where ansible-runner has a terminal, which turns every "\\n" into "\\r\\n":
-    that is done here, so event ``stdout`` and the ``stdout`` artifact come out byte for byte the same.
-    With ``follow``, the file is read while the child writes it, until ``follow`` is set and all is read.
-    """
+def _replay(artifact_dir: Path, run_id: str, collector: EventCollector) -> None:
+    """Turn the child's raw output into job events and ``stdout``, as ansible-runner does with its pty."""
     events_dir = artifact_dir / "job_events"
 
     def on_event(event: dict[str, Any]) -> None:  # ansible-runner's Runner.event_callback, minus plugins
-        if "uuid" not in event:
-            return
         event["runner_ident"] = run_id
-        partial = events_dir / f"{event['uuid']}-partial.json"
-        try:
-            event.update(json.loads(partial.read_text(encoding="utf-8")))
-            partial.unlink()
-        except (OSError, ValueError):
-            pass
         if "created" not in event:
             event["created"] = datetime.datetime.now(datetime.UTC).isoformat()
         collector.add(event)
@@ -521,45 +335,14 @@ def _replay(artifact_dir: Path, run_id: str, collector: EventCollector, follow: 
         _write_private(final.with_name(final.name + ".tmp"), json.dumps(event))
         final.with_name(final.name + ".tmp").rename(final)
 
-    fd = os.open(artifact_dir / "stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    stdout = os.fdopen(fd, "w", encoding="utf-8")
-    output = OutputEventFilter(stdout, on_event, suppress_ansible_output=True)
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    raw = artifact_dir / RAW_OUTPUT
     try:
-        with _opened(raw, follow) as source:
-            while True:
-                chunk = source.read(4096)  # pexpect hands over small reads too
-                if not chunk:
-                    if follow is None or follow.is_set():
-                        break
-                    follow.wait(0.05)  # the child is still writing
-                    continue
-                output.write(decoder.decode(chunk).replace("\n", "\r\n"))
-        tail = decoder.decode(b"", final=True)
-        if tail:
-            output.write(tail.replace("\n", "\r\n"))
-    except FileNotFoundError:
-        pass
+        compat.replay_output(artifact_dir / RAW_OUTPUT, artifact_dir / "stdout", events_dir, on_event)
     finally:
-        output.close()
-        raw.unlink(missing_ok=True)
+        (artifact_dir / RAW_OUTPUT).unlink(missing_ok=True)
 
 
-def _opened(raw: Path, follow: threading.Event | None) -> BinaryIO:
-    """The child's output file; when following, waited for until the child has created it (or is done)."""
-    while follow is not None and not raw.exists() and not follow.is_set():
-        follow.wait(0.05)
-    if follow is not None and follow.is_set() and not raw.exists():
-        return io.BytesIO()
-    return raw.open("rb")
-
-
-def _tail(path: Path, size: int = 2000) -> str:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(max(0, path.stat().st_size - size))
-            lines = handle.read().decode("utf-8", "replace").strip().splitlines()
-    except OSError:
-        return ""
-    return " | ".join(line.strip() for line in lines[-5:] if line.strip())
+def _events(artifact_dir: Path) -> list[dict[str, Any]]:
+    """The job events of an internal run (the warm-up, the self-test), read from its raw output."""
+    events: list[dict[str, Any]] = []
+    compat.replay_output(artifact_dir / RAW_OUTPUT, artifact_dir / "stdout", artifact_dir / "job_events", events.append)
+    return events

@@ -131,7 +131,6 @@ class Kube:
         self.api = api
         self._discovery: dict[tuple[str, str], dict[str, Resource]] = {}
         self._lock = threading.Lock()
-        self.requests = 0  # API requests made, for the benchmarks
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
@@ -230,7 +229,6 @@ class Kube:
         content_type: str = "application/json",
         timeout: float | tuple[float, float] | None = 30,
     ) -> urllib3.BaseHTTPResponse:
-        self.requests += 1
         url = self.api.configuration.host + path
         if query:
             url += "?" + urlencode({k: v for k, v in query.items() if v not in (None, "")})

@@ -280,7 +280,6 @@ class ApiProxy:
             body = self._on_create(path, owner, body)
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP_BY_HOP | {"authorization", "host"}}
         url_path = path + (f"?{query}" if query else "")
-        self.kube.requests += 1
         auth: dict[str, str] = {}
         self.kube.api.update_params_for_auth(auth, [], ["BearerToken"], path, handler.command, body)
         headers.update(auth)

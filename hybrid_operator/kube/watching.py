@@ -68,13 +68,6 @@ class Informer:
         with self._lock:
             return self._store.get((namespace, name))
 
-    def keys(self) -> list[tuple[str, str]]:
-        with self._lock:
-            return list(self._store)
-
-    def __len__(self) -> int:
-        return len(self._store)
-
     def health(self, threshold: int = 3) -> tuple[bool, str]:
         """Failing once is normal (a stream ends, the server restarts); failing ``threshold`` times in a row
         is not, and the reason is what the probe shows."""
@@ -121,15 +114,15 @@ class Informer:
         self._last_error = error
         return self._failures
 
-    def _emit(self, kind: str, old: KubeObject | None, new: KubeObject) -> None:
+    def _emit(self, event_type: str, old: KubeObject | None, new: KubeObject) -> None:
         """Hand one change on; a handler that fails on one object must not stop the kind."""
         try:
-            self.on_event(kind, old, new)
+            self.on_event(event_type, old, new)
         except Exception:
             namespace, name = object_key(new)
             log.exception(
                 "handling %s %s/%s failed; skipping it",
-                kind,
+                event_type,
                 namespace,
                 name,
                 extra={"fields": {"kind": self._gvk, "namespace": namespace, "name": name}},
@@ -182,20 +175,20 @@ class Informer:
             self._progress = time.monotonic()
             if stop.is_set():
                 return
-            kind, obj = event.get("type"), event.get("object") or {}
-            if kind == "ERROR":
+            event_type, obj = event.get("type"), event.get("object") or {}
+            if event_type == "ERROR":
                 raise ApiError(int(obj.get("code") or 500), str(obj.get("reason") or ""), str(obj.get("message")))
             self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
-            if kind == "BOOKMARK":
+            if event_type == "BOOKMARK":
                 continue
-            self._apply(str(kind), obj)
+            self._apply(str(event_type), obj)
 
-    def _apply(self, kind: str, obj: KubeObject) -> None:
+    def _apply(self, event_type: str, obj: KubeObject) -> None:
         key = object_key(obj)
         with self._lock:
             old = self._store.get(key)
-            if kind == "DELETED":
+            if event_type == "DELETED":
                 self._store.pop(key, None)
             else:
                 self._store[key] = obj
-        self._emit(kind, old, obj)
+        self._emit(event_type, old, obj)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject
@@ -56,13 +56,11 @@ class DependentWatches:
         watches: list[Watch],
         namespaces: tuple[str, ...],
         stop: threading.Event,
-        on_informer: Callable[[Informer], None] = lambda _i: None,
     ) -> None:
         self.kube = kube
         self.queue = queue
         self.namespaces = namespaces
         self.stop = stop
-        self.on_informer = on_informer
         self._by_owner_kind = {(w.gvk.api_version, w.gvk.kind): w for w in watches}
         self._by_kind_group = {(w.gvk.kind, w.gvk.group): w for w in watches}
         self._started: set[GVK] = set()
@@ -95,7 +93,6 @@ class DependentWatches:
         namespaces = self.namespaces if resource.namespaced and self.namespaces else ("",)
         for namespace in namespaces:
             informer = Informer(self.kube, resource, self._handle, namespace=namespace)
-            self.on_informer(informer)
             threading.Thread(
                 target=informer.run,
                 args=(self.stop,),
@@ -104,8 +101,8 @@ class DependentWatches:
             ).start()
         log.info("watching dependent %s to keep owners converged", gvk)
 
-    def _handle(self, kind: str, old: KubeObject | None, new: KubeObject) -> None:
-        if kind == "ADDED" or (kind == "MODIFIED" and (old is None or not significant_change(old, new))):
+    def _handle(self, event_type: str, old: KubeObject | None, new: KubeObject) -> None:
+        if event_type == "ADDED" or (event_type == "MODIFIED" and (old is None or not significant_change(old, new))):
             return
         for key in self.owners_of(new):
             self.queue.add(key, priority=PRIORITY_CHANGE)

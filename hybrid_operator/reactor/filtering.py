@@ -15,11 +15,11 @@ from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC
 from hybrid_operator.watches import Watch
 
 
-def wants_reconcile(watch: Watch, kind: str, old: KubeObject | None, new: KubeObject) -> bool:
-    """The event filter: which watch events are worth a run."""
-    if kind == "DELETED":
+def wants_reconcile(watch: Watch, event_type: str, old: KubeObject | None, new: KubeObject) -> bool:
+    """The event filter: which watch events (ADDED, MODIFIED, DELETED) are worth a run."""
+    if event_type == "DELETED":
         return False
-    if old is None or kind == "ADDED":
+    if old is None or event_type == "ADDED":
         return True
     old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
     if old_meta.get("generation") != new_meta.get("generation"):
@@ -33,10 +33,10 @@ def wants_reconcile(watch: Watch, kind: str, old: KubeObject | None, new: KubeOb
     return watch.watch_annotations_changes and old_meta.get("annotations") != new_meta.get("annotations")
 
 
-def event_priority(kind: str, obj: KubeObject) -> int:
+def event_priority(event_type: str, obj: KubeObject) -> int:
     """Objects found at start that an earlier run already converged go after new work (operator-sdk#5246:
     with thousands of objects, a new one waited 25 minutes behind the start-up re-reconcile of all)."""
-    if kind != "ADDED":
+    if event_type != "ADDED":
         return PRIORITY_CHANGE
     status = obj.get("status")
     observed = status.get("observedGeneration") if isinstance(status, dict) else None

@@ -73,19 +73,16 @@ class Operator:
             global_limit=config.max_concurrent_total,
             per_kind_limits={str(w.gvk): config.concurrency(w.gvk) for w in watches},
         )
-        self._dependent_informers: list[Informer] = []
         self.dependents = DependentWatches(
             kube,
             self.queue,
             watches,
             config.namespaces,
             self.stop,
-            on_informer=self._dependent_informers.append,
         )
         self.proxy = ApiProxy(kube, inject=config.inject_owner_ref, on_child=self.dependents.on_child)
         self.reconciler = Reconciler(kube, executor, EventRecorder(kube), self.proxy)
         self._workers: list[threading.Thread] = []
-        self._informer_threads: list[threading.Thread] = []
         self._busy_since: dict[str, float] = {}  # worker -> when its current reconcile started
         self._started = False
         self.standby = False  # waiting for the leader Lease
@@ -146,7 +143,6 @@ class Operator:
                 daemon=True,
             )
             thread.start()
-            self._informer_threads.append(thread)
         log.info(
             "watching %s (%s) in %s with %s, %d at once",
             gvk,
@@ -169,13 +165,13 @@ class Operator:
                 delay = min(30.0, delay * 2)
 
     def _handler(self, watch: Watch, gvk: str) -> Callable[[str, KubeObject | None, KubeObject], None]:
-        def handle(kind: str, old: KubeObject | None, new: KubeObject) -> None:
+        def handle(event_type: str, old: KubeObject | None, new: KubeObject) -> None:
             meta = new.get("metadata") or {}
             key = Key(gvk, meta.get("namespace") or "", meta.get("name") or "")
-            if kind == "DELETED":
+            if event_type == "DELETED":
                 self.queue.discard(key)
-            elif wants_reconcile(watch, kind, old, new):
-                self.queue.add(key, priority=event_priority(kind, new))
+            elif wants_reconcile(watch, event_type, old, new):
+                self.queue.add(key, priority=event_priority(event_type, new))
 
         return handle
 
@@ -349,10 +345,11 @@ def build_executor(config: Config, *, extra_ansible_args: str = "") -> Executor:
     return _executor(config.executor, settings)
 
 
-def _executor(kind: str, settings: ExecutorSettings) -> Executor:
-    if kind == "warm":
+def _executor(executor_kind: str, settings: ExecutorSettings) -> Executor:
+    """The executor ``--executor`` names: ``warm`` (when this ansible-core is one it supports) or ``runner``."""
+    if executor_kind == "warm":
+        from hybrid_operator.ansible.compat import UnsupportedAnsible, check_version
         from hybrid_operator.ansible.warm import WarmExecutor  # type: ignore[import-not-found,unused-ignore]
-        from hybrid_operator.ansible.zygote import UnsupportedAnsible, check_version
 
         try:
             check_version()

@@ -24,7 +24,7 @@ import os
 import secrets
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,6 @@ class KindContext:
     lookup: Callable[[str, str], KubeObject | None]  # (namespace, name) -> cached object
     reconcile_period: float  # seconds; 0 = no periodic reconcile
     verbosity: int = 2
-    extra_env: Mapping[str, str] = field(default_factory=dict)
     on_event: Callable[[dict[str, Any]], None] | None = None  # each run's events, as they arrive
 
 
@@ -208,7 +207,7 @@ class Reconciler:
             "uid": str(meta.get("uid")),
         }
         run_id = secrets.token_hex(6)
-        env = {**ctx.extra_env, OWNER_ENV: json.dumps({**owner, "apiVersion": owner["api_version"]})}
+        env = {OWNER_ENV: json.dumps({**owner, "apiVersion": owner["api_version"]})}
         if self.proxy is not None:
             path = self._kubeconfigs / f"{run_id}.kubeconfig"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -23,7 +23,7 @@ import pytest
 
 from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import ExecutorSettings, RunnerExecutor, RunRequest
-from hybrid_operator.ansible.warm import WarmExecutor
+from hybrid_operator.ansible.warm import WarmExecutor, ZygoteError
 
 pytestmark = pytest.mark.integration
 ROLES = Path(__file__).resolve().parents[1] / "fixtures" / "projects" / "warm" / "roles"
@@ -60,6 +60,8 @@ def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunnerExecutor]
 @pytest.fixture(scope="module")
 def warm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WarmExecutor]:
     executor = WarmExecutor(settings(tmp_path_factory.mktemp("warm")))
+    executor.wait_until_ready()
+    assert executor.off == ""  # the self-test passed: the comparisons below compare the warm path itself
     yield executor
     executor.close()
 
@@ -130,6 +132,25 @@ def test_modules_in_the_worker_are_the_same(tmp_path: Path) -> None:
         assert "hybrid_operator.ansible.zygote" in where.status["where"]  # the module ran in a worker's fork
         cold_where = runner.run(replace(request(name="where", spec={"mode": "where"}), role="modules"))
         assert "zygote" not in cold_where.status["where"]
+    finally:
+        warm.close()
+        runner.close()
+
+
+@pytest.mark.parametrize("broken", ["reset", "module-side"])
+def test_a_warm_path_that_differs_from_ansibles_switches_itself_off(tmp_path: Path, broken: str) -> None:
+    """A zygote with one touchpoint broken, as a new ansible-core could break it: the start-up self-test
+    sees the difference, the executor says why once, and every run goes through ansible-runner."""
+    server = (str(Path(__file__).resolve().parents[1] / "fixtures" / "zygotes" / "broken.py"), broken)
+    warm = WarmExecutor(replace(settings(tmp_path / "warm"), module_server=True), server)
+    runner = RunnerExecutor(settings(tmp_path / "runner"))
+    try:
+        with pytest.raises(ZygoteError, match="self-test: a forked run differs"):
+            warm.wait_until_ready()
+        assert warm.ready() == (True, "ok") and warm.zygote_pid is None
+        req = request(name="off", spec={"x": 4})
+        cold, fallback = runner.run(req), warm.run(req)
+        assert outcome(fallback) == outcome(cold) and fallback.succeeded and fallback.status["x"] == "4"
     finally:
         warm.close()
         runner.close()

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hybrid_operator.ansible import inworker
+from hybrid_operator.ansible import compat, inworker
 
 _BUILD = """
 import json, sys
@@ -56,13 +56,13 @@ def build(module: str, args: dict[str, object], tmp_path: Path) -> tuple[bytes, 
 
 def test_a_built_wrapper_names_its_module(tmp_path: Path) -> None:
     wrapper, path = build("ping", {"data": "x"}, tmp_path)
-    assert inworker.module_fqn(wrapper) == "ansible.modules.ping"
+    assert compat.module_fqn(wrapper) == "ansible.modules.ping"
     assert inworker.importable_as("ansible.modules.ping", path)
     assert inworker.shareable(path)
 
 
 def test_not_a_wrapper_and_not_the_same_file() -> None:
-    assert inworker.module_fqn(b"#!/bin/sh\necho hi\n") is None
+    assert compat.module_fqn(b"#!/bin/sh\necho hi\n") is None
     assert not inworker.importable_as("ansible.modules.ping", "/elsewhere/library/ping.py")
     assert not inworker.importable_as("no.such.module", "/x.py")
     assert not inworker.shareable("/project/roles/r/library/mine.py")

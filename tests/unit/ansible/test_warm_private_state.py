@@ -1,7 +1,7 @@
 """The process-wide state the warm executor resets in every fork is where the zygote expects it.
 
 Every run of the warm executor is a fork of one process that has already run a playbook, so the zygote
-resets Ansible's private caches first (``zygote.PRIVATE_STATE``): the parsed command line, the vault
+resets Ansible's private caches first (``compat.PRIVATE_STATE``): the parsed command line, the vault
 secrets context, the extra vars cached on a function, the per-process part of uuids, the local temp dir,
 ansible-runner's display callback context. If an ansible-core or ansible-runner release renames or moves
 any of them, the reset would silently do nothing and one run's arguments would reach the next; these
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from hybrid_operator.ansible import zygote
+from hybrid_operator.ansible import compat
 
 PYPROJECT = Path(__file__).resolve().parents[3] / "pyproject.toml"
 
@@ -30,10 +30,10 @@ def clean_ansible() -> Iterator[None]:
     from ansible import constants
 
     local_tmp = constants.DEFAULT_LOCAL_TMP
-    zygote.reset_private_state()
+    compat.reset_private_state()
     yield
-    zygote.reset_private_state()
-    zygote.use_local_tmp(local_tmp)
+    compat.reset_private_state()
+    compat.use_local_tmp(local_tmp)
 
 
 def parse_playbook_args(playbook: Path, *extra_vars: str) -> None:
@@ -47,13 +47,13 @@ def parse_playbook_args(playbook: Path, *extra_vars: str) -> None:
 
 
 def test_the_installed_ansible_core_is_one_the_warm_executor_supports() -> None:
-    zygote.check_version()
+    compat.check_version()
 
 
 def test_the_supported_range_is_the_one_pyproject_pins() -> None:
     pin = re.search(r'"ansible-core>=(\d+)\.(\d+),<(\d+)\.(\d+)"', PYPROJECT.read_text(encoding="utf-8"))
     assert pin is not None, "pyproject.toml no longer pins ansible-core as >=X.Y,<X.Y"
-    low, high = zygote.SUPPORTED_ANSIBLE
+    low, high = compat.SUPPORTED
     assert tuple(int(part) for part in pin.groups()) == (*low, *high)
 
 
@@ -61,14 +61,24 @@ def test_the_supported_range_is_the_one_pyproject_pins() -> None:
 def test_an_unsupported_ansible_core_is_refused_with_a_clear_error(
     monkeypatch: pytest.MonkeyPatch, version: tuple[int, int, str]
 ) -> None:
-    monkeypatch.setattr(zygote, "ansible_version", lambda: version)
+    monkeypatch.setattr(compat, "ansible_version", lambda: version)
+    monkeypatch.delenv(compat.UNTESTED_ENV, raising=False)
     pattern = rf"ansible-core {re.escape(version[2])} is not supported.*>=2\.19,<2\.22"
-    with pytest.raises(zygote.UnsupportedAnsible, match=pattern):
-        zygote.check_version()
+    with pytest.raises(compat.UnsupportedAnsible, match=pattern):
+        compat.check_version()
+
+
+def test_a_newer_ansible_core_is_tried_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compat, "ansible_version", lambda: (2, 22, "2.22.0"))
+    monkeypatch.setenv(compat.UNTESTED_ENV, "1")
+    assert compat.check_version() == "2.22.0"
+    monkeypatch.setattr(compat, "ansible_version", lambda: (2, 18, "2.18.0"))
+    with pytest.raises(compat.UnsupportedAnsible):  # older ones never: what they lack is known
+        compat.check_version()
 
 
 def test_every_piece_of_private_state_is_where_the_zygote_resets_it() -> None:
-    assert zygote.private_state_problems(populated=False) == []
+    assert compat.private_state_problems(populated=False) == []
 
 
 def test_a_parsed_command_line_fills_the_state_and_the_reset_empties_it(tmp_path: Path, clean_ansible: None) -> None:
@@ -85,10 +95,10 @@ def test_a_parsed_command_line_fills_the_state_and_the_reset_empties_it(tmp_path
     ansible_vars.load_options_vars("2.x")
     ansible_vars.get_unique_id()
     _vault_initialize()
-    assert zygote.private_state_problems(populated=True) == []
+    assert compat.private_state_problems(populated=True) == []
 
     uuid_part = ansible_vars.random_int
-    zygote.reset_private_state()
+    compat.reset_private_state()
 
     assert vars(GlobalCLIArgs)["_Singleton__instance"] is None
     assert not isinstance(context.CLIARGS, GlobalCLIArgs) and dict(context.CLIARGS) == {}
@@ -115,7 +125,7 @@ def test_without_the_reset_the_second_command_line_is_ignored(tmp_path: Path, cl
 def test_each_run_gets_its_own_local_temp_dir(tmp_path: Path, clean_ansible: None) -> None:
     from ansible import constants
 
-    zygote.use_local_tmp(str(tmp_path))
+    compat.use_local_tmp(str(tmp_path))
     assert str(tmp_path) == constants.DEFAULT_LOCAL_TMP
 
 
@@ -127,7 +137,7 @@ def test_the_display_callback_context_is_renewed_from_the_runs_environment(tmp_p
         """
         import importlib.util, os, sys
         from ansible_runner.utils import get_callback_dir
-        from hybrid_operator.ansible import zygote
+        from hybrid_operator.ansible import compat
         os.environ["AWX_ISOLATED_DATA_DIR"] = sys.argv[1]
         path = os.path.join(get_callback_dir(), "awx_display.py")
         spec = importlib.util.spec_from_file_location("ansible.plugins.callback.awx_display", path)
@@ -136,7 +146,7 @@ def test_the_display_callback_context_is_renewed_from_the_runs_environment(tmp_p
         spec.loader.exec_module(module)
         module.event_context.add_global(playbook="warm-up.yml")
         os.environ["AWX_ISOLATED_DATA_DIR"] = sys.argv[2]
-        print(zygote.fresh_event_contexts())
+        print(compat.fresh_event_contexts())
         print(module.event_context.cache.private_data_dir)
         print(module.event_context.get_global())
         """
@@ -161,3 +171,31 @@ def _vault_initialize() -> None:
     context = _vault_context()
     if context is not None:  # ansible-core >= 2.19
         context.initialize(context(secrets=[]))
+
+
+def test_the_module_hooks_fit_the_installed_ansible_core() -> None:
+    assert compat.module_hook_problems() == []
+
+
+def test_a_hook_target_with_other_parameters_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a release that changes ``_low_level_execute_command`` again looks like: no hooks, the usual path."""
+    from ansible.plugins.action import ActionBase
+
+    def moved(self: object, cmd: str, sudoable: bool = True, in_data: bytes | None = None, *, stream: bool) -> None: ...
+
+    monkeypatch.setattr(ActionBase, "_low_level_execute_command", moved)
+    (problem,) = compat.module_hook_problems()
+    assert "_low_level_execute_command" in problem and "stream" in problem
+
+
+def test_the_expected_shape_is_the_one_of_the_newest_minor_at_or_below_the_installed_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = {(2, 19): ("a",), (2, 21): ("a", "b")}
+    for version, expected in (((2, 19), ("a",)), ((2, 20), ("a",)), ((2, 21), ("a", "b"))):
+        monkeypatch.setattr(compat, "ansible_version", lambda v=version: (*v, "x"))
+        assert compat._expected(table) == expected
+
+
+def test_ansible_runner_is_the_shape_the_warm_executor_reads() -> None:
+    assert compat.runner_problems() == []

@@ -3,7 +3,7 @@
 # Apache License 2.0
 """Resize an OpenStack server to a flavor and confirm the resize; a no-op when it already has that flavor.
 
-openstack.cloud 2.5.0 (the newest release installable without Galaxy) has no resize module, so the
+openstack.cloud (2.5.0 and 2.6.0, the releases installable without Galaxy) has no resize module, so the
 VirtualMachine role calls this one. It uses the openstack.cloud collection's module base (the same
 ``cloud``/``auth``/``wait``/``timeout`` options and openstacksdk connection as every openstack.cloud module).
 """
