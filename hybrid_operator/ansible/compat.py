@@ -20,15 +20,17 @@ import codecs
 import contextlib
 import hashlib
 import inspect
+import io
 import json
 import os
 import re
 import secrets
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 SUPPORTED = ((2, 19), (2, 22))  # ansible-core: >= first, < second (pyproject.toml pins the same)
 # Set to 1, a newer ansible-core than the tested range is tried anyway: the shape checks and the start-up
@@ -500,10 +502,26 @@ def runner_problems() -> list[str]:
     return []
 
 
-def replay_output(raw: Path, stdout: Path, events_dir: Path, on_event: Callable[[dict[str, Any]], None]) -> None:
+def _opened(raw: Path, follow: threading.Event | None) -> BinaryIO:
+    """The run's raw output; when following, waited for until the run has created it (or has ended)."""
+    while follow is not None and not follow.is_set() and not raw.exists():
+        follow.wait(0.05)
+    if follow is not None and not raw.exists():
+        return io.BytesIO()  # the run ended without output
+    return raw.open("rb")
+
+
+def replay_output(
+    raw: Path,
+    stdout: Path,
+    events_dir: Path,
+    on_event: Callable[[dict[str, Any]], None],
+    follow: threading.Event | None = None,
+) -> None:
     """Read a run's raw output as ansible-runner reads its pty: the ``stdout`` artifact and each job event
     (with its ``-partial.json`` from the display callback merged in, as ``Runner.event_callback`` does).
-    The raw output has "\\n" where ansible-runner's terminal gives "\\r\\n": that is done here."""
+    The raw output has "\\n" where ansible-runner's terminal gives "\\r\\n": that is done here.
+    With ``follow``, the file is read while the run writes it, until ``follow`` is set and all is read."""
     from ansible_runner.utils import OutputEventFilter
 
     def merged(event: dict[str, Any]) -> None:
@@ -519,8 +537,14 @@ def replay_output(raw: Path, stdout: Path, events_dir: Path, on_event: Callable[
     output = OutputEventFilter(os.fdopen(fd, "w", encoding="utf-8"), merged, suppress_ansible_output=True)
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     try:
-        with raw.open("rb") as source:
-            while chunk := source.read(4096):  # pexpect hands over small reads too
+        with _opened(raw, follow) as source:
+            while True:
+                chunk = source.read(4096)  # pexpect hands over small reads too
+                if not chunk:
+                    if follow is None or follow.is_set():
+                        break
+                    follow.wait(0.05)  # the run is still writing
+                    continue
                 output.write(decoder.decode(chunk).replace("\n", "\r\n"))
         if tail := decoder.decode(b"", final=True):
             output.write(tail.replace("\n", "\r\n"))

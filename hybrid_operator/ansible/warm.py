@@ -139,10 +139,13 @@ class WarmExecutor:
         except Exception as exc:  # ansible-runner's internals moved: nothing has run yet
             self._switch_off(f"could not prepare a run as ansible-runner would: {type(exc).__name__}: {exc}")
             return run_with_runner(self.setup, request, run_dir)
-        collector = EventCollector(request.run_id, request.on_event)  # task lines come after the run here
+        collector = EventCollector(request.run_id, request.on_event)
         try:
-            rc, status, error = self._execute(request, zygote, command)
-            _replay(command.artifact_dir, request.run_id, collector)
+            if request.on_event is None:
+                rc, status, error = self._execute(request, zygote, command)
+                _replay(command.artifact_dir, request.run_id, collector)
+            else:  # someone watches the run (reconcile FILE): read its output while it is written
+                rc, status, error = self._execute_followed(request, zygote, command, collector)
             _write_outcome(command.artifact_dir, status, rc)
             result = finished_result(collector, rc, status, command.artifact_dir)
             if error:
@@ -157,6 +160,21 @@ class WarmExecutor:
         return result
 
     # -- one run
+
+    def _execute_followed(
+        self, request: RunRequest, zygote: ZygoteClient, command: compat.RunnerCommand, collector: EventCollector
+    ) -> tuple[int, str, str]:
+        """``_execute`` with the output replayed alongside, so each event reaches ``on_event`` as it happens."""
+        done = threading.Event()
+        follower = threading.Thread(
+            target=_replay, args=(command.artifact_dir, request.run_id, collector, done), name="follow", daemon=True
+        )
+        follower.start()
+        try:
+            return self._execute(request, zygote, command)
+        finally:
+            done.set()
+            follower.join()
 
     def _execute(
         self, request: RunRequest, zygote: ZygoteClient, command: compat.RunnerCommand
@@ -322,8 +340,9 @@ def _write_private(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def _replay(artifact_dir: Path, run_id: str, collector: EventCollector) -> None:
-    """Turn the child's raw output into job events and ``stdout``, as ansible-runner does with its pty."""
+def _replay(artifact_dir: Path, run_id: str, collector: EventCollector, follow: threading.Event | None = None) -> None:
+    """Turn the child's raw output into job events and ``stdout``, as ansible-runner does with its pty
+    (while the child writes it, with ``follow``, until that is set)."""
     events_dir = artifact_dir / "job_events"
 
     def on_event(event: dict[str, Any]) -> None:  # ansible-runner's Runner.event_callback, minus plugins
@@ -336,7 +355,7 @@ def _replay(artifact_dir: Path, run_id: str, collector: EventCollector) -> None:
         final.with_name(final.name + ".tmp").rename(final)
 
     try:
-        compat.replay_output(artifact_dir / RAW_OUTPUT, artifact_dir / "stdout", events_dir, on_event)
+        compat.replay_output(artifact_dir / RAW_OUTPUT, artifact_dir / "stdout", events_dir, on_event, follow)
     finally:
         (artifact_dir / RAW_OUTPUT).unlink(missing_ok=True)
 
