@@ -25,7 +25,9 @@ from hybrid_operator import health, logs, receiving
 from hybrid_operator import metrics as metrics_mod
 from hybrid_operator.config import Config, add_run_flags
 from hybrid_operator.errors import ConfigError
+from hybrid_operator.metricsauth import gate_for
 from hybrid_operator.reactor.orchestration import run_operator
+from hybrid_operator.tlsserving import ServerTLS
 from hybrid_operator.watches import load_watches
 
 log = logging.getLogger("hybrid_operator")
@@ -97,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("new", "create"):
         return _scaffold(args)
     logs.setup(args.log_format, args.log_level)
+    for flag in getattr(args, "ignored_flags", []):
+        log.warning("%s is accepted for operator-sdk compatibility and has no effect here", flag)
     try:
         return _run(Config.from_args(args))
     except ConfigError as exc:
@@ -218,7 +222,7 @@ def _run(config: Config) -> int:
     probes = health.Probes()
     servers = [
         health.serve(config.health_address, probes, metrics=False),
-        health.serve(config.metrics_address, None, metrics=True),
+        _serve_metrics(config),
         _receive_role_metrics(config.user_metrics_address),
     ]
     stopping = threading.Event()
@@ -235,6 +239,18 @@ def _run(config: Config) -> int:
         for server in servers:
             if server is not None:
                 server.shutdown()
+
+
+def _serve_metrics(config: Config) -> ThreadingHTTPServer | None:
+    """/metrics as --metrics-secure and --metrics-require-rbac ask: plain, HTTPS, or HTTPS for allowed callers."""
+    tls: ServerTLS | None = None
+    if config.metrics_secure:
+        if config.metrics_cert_dir is not None:
+            tls = ServerTLS.from_dir(config.metrics_cert_dir, config.metrics_cert_name, config.metrics_key_name)
+        else:
+            tls = ServerTLS()
+    gate = gate_for(config.kubeconfig) if config.metrics_require_rbac else None
+    return health.serve(config.metrics_address, None, metrics=True, tls=tls, gate=gate)
 
 
 def _receive_role_metrics(address: str) -> ThreadingHTTPServer | None:

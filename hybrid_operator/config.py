@@ -48,6 +48,45 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def _zap_level(text: str) -> str:
+    """controller-runtime's --zap-log-level: debug, info, error, panic, or a verbosity number (> 0 is debug)."""
+    lowered = text.strip().lower()
+    named = {"debug": "DEBUG", "info": "INFO", "warn": "WARNING", "error": "ERROR", "dpanic": "CRITICAL"}
+    named["panic"] = named["fatal"] = "CRITICAL"
+    if lowered in named:
+        return named[lowered]
+    if lowered.isdigit():
+        return "DEBUG" if int(lowered) > 0 else "INFO"
+    raise argparse.ArgumentTypeError(f"expected debug, info, error, panic or a number, got {text!r}")
+
+
+def _zap_encoder(text: str) -> str:
+    """controller-runtime's --zap-encoder: json, or console (our text format)."""
+    lowered = text.strip().lower()
+    if lowered not in ("json", "console"):
+        raise argparse.ArgumentTypeError(f"expected json or console, got {text!r}")
+    return "json" if lowered == "json" else "text"
+
+
+class _Ignored(argparse.Action):
+    """A flag upstream has and we accept without effect; cli logs a warning naming it."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        ignored = [*getattr(namespace, "ignored_flags", []), option_string or self.dest]
+        namespace.ignored_flags = ignored
+
+
+def _switch(parser: argparse.ArgumentParser, name: str, default: bool, help: str) -> None:
+    """A boolean flag as Go's flag package reads one: ``--name``, ``--name=true``, ``--name=false``."""
+    parser.add_argument(name, type=_bool, nargs="?", const=True, default=default, metavar="true|false", help=help)
+
+
 def _size(text: str) -> int:
     match = re.fullmatch(r"(\d+)\s*([KMGT]i?)?B?", text.strip(), re.IGNORECASE)
     if not match:
@@ -105,11 +144,11 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         help="warm (default): every run a fork of a warm Ansible; runner: one ansible-runner process per run "
         "(operator-sdk's way; also used when the installed ansible-core is outside the warm executor's range)",
     )
-    a(
+    _switch(
+        parser,
         "--module-server",
-        type=_bool,
-        default=True,
-        help="run Ansible modules in forks of a warm process instead of a new interpreter per task "
+        True,
+        "run Ansible modules in forks of a warm process instead of a new interpreter per task "
         "(with the warm executor: in forks of Ansible's own worker)",
     )
     a(
@@ -130,8 +169,8 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         default=_size("1Gi"),
         help="disk budget for all kept artifacts; the oldest runs go first",
     )
-    a("--inject-owner-ref", type=_bool, default=True, help="give children the role creates an ownerReference")
-    a("--leader-elect", action="store_true", help="run only while holding the leader Lease")
+    _switch(parser, "--inject-owner-ref", True, "give children the role creates an ownerReference")
+    _switch(parser, "--leader-elect", False, "run only while holding the leader Lease")
     a("--leader-election-id", default="hybrid-operator", help="name of the leader Lease")
     a(
         "--leader-election-namespace",
@@ -139,6 +178,26 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         help="namespace of the Lease (default: the pod's, or default)",
     )
     a("--metrics-bind-address", default=":8443", help="host:port for Prometheus metrics ('0' disables)")
+    _switch(
+        parser,
+        "--metrics-secure",
+        False,
+        "serve metrics over HTTPS: a certificate from --metrics-cert-path, else a self-signed one made at start",
+    )
+    _switch(
+        parser,
+        "--metrics-require-rbac",
+        False,
+        "answer /metrics only to callers the API server authenticates (TokenReview) and authorises for "
+        "get on the non-resource URL (SubjectAccessReview); needs --metrics-secure",
+    )
+    a(
+        "--metrics-cert-path",
+        default="",
+        help="directory with the metrics server's certificate and key (a mounted Secret); reloaded when they change",
+    )
+    a("--metrics-cert-name", default="tls.crt", help="certificate file in --metrics-cert-path")
+    a("--metrics-cert-key", default="tls.key", help="key file in --metrics-cert-path")
     a(
         "--user-metrics-bind-address",
         default=env("HYBRID_OPERATOR_USER_METRICS_BIND_ADDRESS", "localhost:5050"),
@@ -159,6 +218,12 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     a("--kubeconfig", default=env("KUBECONFIG"), help="kubeconfig (default: $KUBECONFIG, else in-cluster)")
     a("--log-format", choices=("text", "json"), default=env("LOG_FORMAT", "text"))
     a("--log-level", default=env("LOG_LEVEL", "INFO"))
+    # controller-runtime's logger flags, as an operator-sdk Deployment passes them: level and encoder map
+    # onto ours (the last one given wins), the rest are accepted and ignored with a warning.
+    a("--zap-log-level", dest="log_level", type=_zap_level, default=argparse.SUPPRESS, help="as --log-level")
+    a("--zap-encoder", dest="log_format", type=_zap_encoder, default=argparse.SUPPRESS, help="json or console")
+    for ignored in ("--zap-devel", "--zap-stacktrace-level", "--zap-time-encoding"):
+        a(ignored, action=_Ignored, nargs="?", default=argparse.SUPPRESS, help="accepted, without effect")
 
 
 @dataclass(frozen=True)
@@ -182,6 +247,11 @@ class Config:
     leader_election_id: str
     leader_election_namespace: str
     metrics_address: str
+    metrics_secure: bool
+    metrics_require_rbac: bool
+    metrics_cert_dir: Path | None
+    metrics_cert_name: str
+    metrics_key_name: str
     health_address: str
     user_metrics_address: str
     graceful_shutdown_timeout: float
@@ -193,6 +263,11 @@ class Config:
         env = os.environ if env is None else env
         if not 0 <= args.ansible_verbosity <= 7:
             raise ConfigError(f"--ansible-verbosity must be 0-7, got {args.ansible_verbosity}")
+        if args.metrics_require_rbac and not args.metrics_secure:
+            raise ConfigError(
+                "--metrics-require-rbac needs --metrics-secure: callers send a bearer token, which must not "
+                "cross the network in clear text"
+            )
         namespaces = tuple(ns.strip() for ns in env.get("WATCH_NAMESPACE", "").split(",") if ns.strip())
         return cls(
             watches_file=Path(args.watches_file),
@@ -214,6 +289,11 @@ class Config:
             leader_election_id=args.leader_election_id,
             leader_election_namespace=args.leader_election_namespace,
             metrics_address=args.metrics_bind_address,
+            metrics_secure=args.metrics_secure,
+            metrics_require_rbac=args.metrics_require_rbac,
+            metrics_cert_dir=Path(args.metrics_cert_path) if args.metrics_cert_path else None,
+            metrics_cert_name=args.metrics_cert_name,
+            metrics_key_name=args.metrics_cert_key,
             health_address=args.health_probe_bind_address,
             user_metrics_address=args.user_metrics_bind_address,
             graceful_shutdown_timeout=args.graceful_shutdown_timeout,

@@ -4,11 +4,18 @@ Started by ``cli`` before anything else, fed by ``reactor.orchestration`` throug
 holds; /metrics also carries the metrics roles send (``usermetrics``). Unlike upstream's plain pings, the
 probes check something: /readyz is ready only when every watch has synced, the executor can run and this
 replica leads (or could take over); /healthz fails when the workers or the watch loop stop making progress.
+
+With ``--metrics-secure`` the metrics server speaks HTTPS (``tlsserving``) and with
+``--metrics-require-rbac`` every request on it is first decided by a ``metricsauth.Gate``: 401, 403 or
+served. The TLS handshake happens in the connection's own thread, under the same timeout as the request,
+so a client that stalls holds one thread for at most that long and never the server.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
+import ssl
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,11 +23,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hybrid_operator.metrics import REGISTRY
+from hybrid_operator.metricsauth import Gate
+from hybrid_operator.tlsserving import ServerTLS
 from hybrid_operator.usermetrics import USER_METRICS
 
 log = logging.getLogger(__name__)
 
 Check = Callable[[], tuple[bool, str]]
+REQUEST_TIMEOUT = 10.0  # seconds a client may take for the TLS handshake, and then for its request
 
 
 class Probes:
@@ -52,38 +62,92 @@ def parse_address(address: str) -> tuple[str, int] | None:
     return (host or "0.0.0.0", int(port))
 
 
-def serve(address: str, probes: Probes | None, metrics: bool) -> ThreadingHTTPServer | None:
+class _Server(ThreadingHTTPServer):
+    """One of our HTTP servers: what it serves, and how (TLS, a gate) when it is the secured metrics one."""
+
+    daemon_threads = True
+
+    def __init__(
+        self, bind: tuple[str, int], probes: Probes | None, metrics: bool, tls: ServerTLS | None, gate: Gate | None
+    ) -> None:
+        super().__init__(bind, _Handler)
+        self.probes = probes
+        self.metrics = metrics
+        self.tls = tls
+        self.gate = gate
+
+    def get_request(self) -> tuple[socket.socket, object]:
+        sock, addr = self.socket.accept()
+        if self.tls is None:
+            return sock, addr
+        # The handshake is left to the handler's thread (see module docstring).
+        return self.tls.context().wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A failed handshake or a client gone mid-request is the client's business, not a traceback.
+        log.debug("request from %s failed", client_address, exc_info=True)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    timeout = REQUEST_TIMEOUT
+    server: _Server
+
+    def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(self.timeout)
+            self.request.do_handshake()
+        super().setup()
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        gate, probes = self.server.gate, self.server.probes
+        if gate is not None:
+            decision = gate.decide(self.headers.get("Authorization"), "GET", path)
+            if not decision.allowed:
+                self._send(decision.status, f"{decision.reason}\n".encode(), "text/plain; charset=utf-8")
+                return
+        if self.server.metrics and path == "/metrics":
+            self._send(200, generate_latest(REGISTRY) + USER_METRICS.render(), CONTENT_TYPE_LATEST)
+        elif probes is not None and path in ("/healthz", "/livez", "/readyz"):
+            checks = probes.ready if path == "/readyz" else probes.live
+            ok, text = Probes.evaluate(checks)
+            if path == "/readyz" and not checks:  # nothing registered yet: still starting
+                ok, text = False, "starting\n"
+            self._send(200 if ok else 503, text.encode(), "text/plain; charset=utf-8")
+        else:
+            self._send(404, b"not found\n", "text/plain")
+
+    def _send(self, code: int, body: bytes, content_type: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        if code == 401:
+            self.send_header("WWW-Authenticate", 'Bearer realm="metrics"')
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return  # probes every few seconds would drown the log
+
+
+def serve(
+    address: str,
+    probes: Probes | None,
+    metrics: bool,
+    tls: ServerTLS | None = None,
+    gate: Gate | None = None,
+) -> ThreadingHTTPServer | None:
+    """Start a server on ``address`` in a thread of its own ('0' or '': none); the caller shuts it down."""
     bind = parse_address(address)
     if bind is None:
         return None
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if metrics and path == "/metrics":
-                self._send(200, generate_latest(REGISTRY) + USER_METRICS.render(), CONTENT_TYPE_LATEST)
-            elif probes is not None and path in ("/healthz", "/livez", "/readyz"):
-                checks = probes.ready if path == "/readyz" else probes.live
-                ok, text = Probes.evaluate(checks)
-                if path == "/readyz" and not checks:  # nothing registered yet: still starting
-                    ok, text = False, "starting\n"
-                self._send(200 if ok else 503, text.encode(), "text/plain; charset=utf-8")
-            else:
-                self._send(404, b"not found\n", "text/plain")
-
-        def _send(self, code: int, body: bytes, content_type: str) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            return  # probes every few seconds would drown the log
-
-    server = ThreadingHTTPServer(bind, Handler)
-    server.daemon_threads = True
+    server = _Server(bind, probes, metrics, tls, gate)
     threading.Thread(target=server.serve_forever, name=f"http-{bind[1]}", daemon=True).start()
     host, port = server.server_address[:2]
-    log.info("serving %s on %s:%s", "metrics" if metrics else "health probes", host, port)
+    what = "metrics" if metrics else "health probes"
+    if tls is not None:
+        what += f" over HTTPS with {tls.source}"
+    if gate is not None:
+        what += ", callers checked with TokenReview and SubjectAccessReview"
+    log.info("serving %s on %s:%s", what, host, port)
     return server

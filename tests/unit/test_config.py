@@ -146,3 +146,83 @@ def test_the_default_artifacts_dir_is_per_user() -> None:
     """A shared default would be the same dir for every user: whoever made it first would own the runs."""
     expected = Path(tempfile.gettempdir()) / f"hybrid-operator-{os.geteuid()}" / "runner"
     assert config().artifacts_dir == expected
+
+
+# An operator-sdk project's manager Deployment, unchanged: config/manager/manager.yaml's args with
+# config/default/manager_metrics_patch.yaml's three flags put in front, as kustomize renders them.
+UPSTREAM_SCAFFOLD_ARGS = [
+    "--metrics-require-rbac",
+    "--metrics-secure",
+    "--metrics-bind-address=:8443",
+    "--leader-elect",
+    "--leader-election-id=memcached-molecule-operator",
+    "--health-probe-bind-address=:6789",
+]
+
+
+def test_an_upstream_scaffold_deployment_parses() -> None:
+    cfg = config(*UPSTREAM_SCAFFOLD_ARGS)
+    assert (cfg.metrics_require_rbac, cfg.metrics_secure, cfg.leader_elect) == (True, True, True)
+    assert cfg.metrics_address == ":8443"
+    assert cfg.leader_election_id == "memcached-molecule-operator"
+    assert cfg.health_address == ":6789"
+
+
+@pytest.mark.parametrize(
+    ("argv", "value"),
+    [([], False), (["--leader-elect"], True), (["--leader-elect=true"], True), (["--leader-elect=false"], False)],
+)
+def test_boolean_flags_read_as_go_reads_them(argv: list[str], value: bool) -> None:
+    assert config(*argv).leader_elect is value
+    flipped = [a.replace("leader-elect", "metrics-secure") for a in argv]
+    assert config(*flipped).metrics_secure is value
+
+
+def test_inject_owner_ref_and_module_server_also_take_a_bare_flag() -> None:
+    cfg = config("--inject-owner-ref", "--module-server")
+    assert (cfg.inject_owner_ref, cfg.module_server) == (True, True)
+
+
+def test_metrics_are_plain_http_unless_asked() -> None:
+    cfg = config()
+    assert (cfg.metrics_secure, cfg.metrics_require_rbac, cfg.metrics_cert_dir) == (False, False, None)
+    cfg = config(
+        "--metrics-secure", "--metrics-cert-path=/certs", "--metrics-cert-name=c.pem", "--metrics-cert-key=k.pem"
+    )
+    assert (cfg.metrics_cert_dir, cfg.metrics_cert_name, cfg.metrics_key_name) == (Path("/certs"), "c.pem", "k.pem")
+
+
+def test_rbac_without_tls_is_refused() -> None:
+    """A scraper's bearer token would cross the network in clear text."""
+    with pytest.raises(ConfigError, match="--metrics-require-rbac needs --metrics-secure"):
+        config("--metrics-require-rbac")
+
+
+@pytest.mark.parametrize(
+    ("argv", "fmt", "level"),
+    [
+        (["--zap-log-level=debug"], "text", "DEBUG"),
+        (["--zap-log-level=error"], "text", "ERROR"),
+        (["--zap-log-level", "3"], "text", "DEBUG"),
+        (["--zap-log-level=0"], "text", "INFO"),
+        (["--zap-encoder=json"], "json", "INFO"),
+        (["--zap-encoder=console", "--log-format=json"], "json", "INFO"),  # the last one given wins
+        (["--log-level=WARNING", "--zap-log-level=info"], "text", "INFO"),
+    ],
+)
+def test_zap_flags_map_onto_ours(argv: list[str], fmt: str, level: str) -> None:
+    args = parse(*argv)
+    assert (args.log_format, args.log_level) == (fmt, level)
+
+
+def test_other_zap_flags_are_accepted_and_named_for_a_warning() -> None:
+    args = parse("--zap-devel", "--zap-stacktrace-level=error", "--zap-time-encoding=iso8601")
+    assert args.ignored_flags == ["--zap-devel", "--zap-stacktrace-level", "--zap-time-encoding"]
+    assert not hasattr(parse(), "ignored_flags")
+
+
+@pytest.mark.parametrize("argv", [["--zap-log-level=loud"], ["--zap-encoder=xml"], ["--metrics-secure=maybe"]])
+def test_bad_upstream_flag_values_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse(*argv)
+    assert argv[0].split("=")[0] in capsys.readouterr().err

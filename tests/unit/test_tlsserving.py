@@ -1,0 +1,133 @@
+"""HTTPS for the metrics server: the certificate it presents, reloads, and the gate in front of /metrics.
+
+Real sockets and real TLS on loopback; the gate's two API calls answer from a table (the real API server
+is asked in tests/integration/test_metrics_auth.py).
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import ssl
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from hybrid_operator import health
+from hybrid_operator.errors import ConfigError
+from hybrid_operator.kube.reviews import Identity
+from hybrid_operator.metricsauth import Gate
+from hybrid_operator.tlsserving import ServerTLS, self_signed
+
+READER = Identity("reader", "", (), ())
+
+
+def get(port: int, path: str = "/metrics", token: str | None = None, cafile: Path | None = None) -> tuple[int, str]:
+    context = ssl.create_default_context(cafile=str(cafile)) if cafile else ssl._create_unverified_context()
+    conn = http.client.HTTPSConnection("localhost", port, context=context, timeout=10)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
+        resp = conn.getresponse()
+        return resp.status, resp.read().decode()
+    finally:
+        conn.close()
+
+
+def peer_cert(port: int) -> bytes:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        ssl._create_unverified_context().wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+        assert der is not None
+        return der
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., int]]:
+    servers = []
+
+    def start(tls: ServerTLS, gate: Gate | None = None) -> int:
+        server = health.serve("127.0.0.1:0", None, metrics=True, tls=tls, gate=gate)
+        assert server is not None
+        servers.append(server)
+        return int(server.server_address[1])
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def write_pair(directory: Path, hosts: list[str]) -> bytes:
+    cert, key = self_signed(hosts)
+    (directory / "tls.crt").write_bytes(cert)
+    (directory / "tls.key").write_bytes(key)
+    return cert
+
+
+def test_a_self_signed_certificate_names_the_hosts() -> None:
+    cert = x509.load_pem_x509_certificate(self_signed(["localhost", "127.0.0.1", "metrics.example"])[0])
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == ["localhost", "metrics.example"]
+    assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+
+
+def test_metrics_over_https_with_a_certificate_made_at_start(serve: Callable[..., int]) -> None:
+    port = serve(ServerTLS())
+    status, body = get(port)
+    assert status == 200 and "ansible_operator_build_info" in body
+    # Plain HTTP on the TLS port gets nothing back.
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    with pytest.raises((ConnectionError, http.client.HTTPException, OSError)):
+        conn.request("GET", "/metrics")
+        conn.getresponse().read()
+
+
+def test_a_certificate_from_files_verifies_and_is_reloaded(serve: Callable[..., int], tmp_path: Path) -> None:
+    first = write_pair(tmp_path, ["localhost"])
+    tls = ServerTLS.from_dir(tmp_path, "tls.crt", "tls.key")
+    tls._recheck = 0.1
+    port = serve(tls)
+    assert get(port, cafile=tmp_path / "tls.crt")[0] == 200
+    assert peer_cert(port) == x509.load_pem_x509_certificate(first).public_bytes(Encoding.DER)
+
+    second = write_pair(tmp_path, ["localhost"])  # as cert-manager renews the Secret
+    time.sleep(0.2)
+    assert peer_cert(port) == x509.load_pem_x509_certificate(second).public_bytes(Encoding.DER)
+
+    (tmp_path / "tls.crt").write_text("half written")
+    time.sleep(0.2)
+    assert peer_cert(port) == x509.load_pem_x509_certificate(second).public_bytes(Encoding.DER)
+
+
+def test_missing_certificate_files_stop_the_start(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot load the metrics certificate"):
+        ServerTLS.from_dir(tmp_path, "tls.crt", "tls.key")
+
+
+def test_the_gate_answers_before_anything_is_served(serve: Callable[..., int]) -> None:
+    gate = Gate(
+        lambda t: READER if t == "good" else Identity("other", "", (), ()) if t == "other" else None,
+        lambda who, verb, path: who == READER and (verb, path) == ("get", "/metrics"),
+    )
+    port = serve(ServerTLS(), gate)
+    assert get(port)[0] == 401
+    assert get(port, token="forged")[0] == 401
+    status, body = get(port, token="other")
+    assert status == 403 and '"other"' in body
+    status, body = get(port, token="good")
+    assert status == 200 and "ansible_operator_build_info" in body
+    assert get(port, "/nothing-here", token="good")[0] == 403  # not even a 404 without the right
+
+
+def test_a_stalled_client_does_not_hold_up_others(serve: Callable[..., int]) -> None:
+    port = serve(ServerTLS())
+    with socket.create_connection(("127.0.0.1", port)):  # connects, never says hello
+        started = time.monotonic()
+        assert get(port)[0] == 200
+        assert time.monotonic() - started < 5
