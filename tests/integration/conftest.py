@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -235,3 +236,24 @@ def condition(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
         if cond.get("type") == ctype:
             return dict(cond)
     return None
+
+
+def service_account_token(api: client.ApiClient, namespace: str, name: str, seconds: int = 3600) -> str:
+    """A bound token for a ServiceAccount (TokenRequest), as the kubelet mounts one into a pod."""
+    request = {"spec": {"expirationSeconds": seconds}}
+    return str(client.CoreV1Api(api).create_namespaced_service_account_token(name, namespace, request).status.token)
+
+
+def https_get(port: int, path: str, token: str | None = None) -> tuple[int, str]:
+    """GET over HTTPS on loopback without verifying the certificate (the metrics server's is self-signed)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    request = urllib.request.Request(f"https://127.0.0.1:{port}{path}")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
