@@ -1,0 +1,42 @@
+"""``hybrid-operator run`` stops at start with exit code 2 and one line saying why, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hybrid_operator.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+QUIET = ["--health-probe-bind-address=0", "--metrics-bind-address=0", "--user-metrics-bind-address=0"]
+
+
+@pytest.fixture(autouse=True)
+def _nowhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No kubeconfig anywhere and no pod around us."""
+    for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
+def run(*flags: str) -> int:
+    return main(["run", f"--watches-file={ROOT / 'watches.yaml'}", *QUIET, *flags])
+
+
+def test_no_api_server_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run() == 2
+    err = capsys.readouterr().err
+    assert "not in a cluster" in err and "Traceback" not in err
+
+
+def test_rbac_without_tls_stops_the_start(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("--metrics-require-rbac") == 2
+    assert "--metrics-require-rbac needs --metrics-secure" in capsys.readouterr().err
+
+
+def test_ignored_zap_flags_are_named_in_a_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("--zap-devel", "--zap-time-encoding=epoch") == 2
+    err = capsys.readouterr().err
+    assert "--zap-devel is accepted for operator-sdk compatibility and has no effect" in err
+    assert "--zap-time-encoding is accepted" in err
