@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this):
-#   lint and types -> unit tests -> integration tests on a real API server -> Molecule (default scenario)
+#   lint and types -> unit tests -> integration tests on a real API server -> the images (built by
+#   hack/build-image.sh, run on the test bed) -> Molecule (default scenario)
 #   -> the other supported ansible-core minors -> the canary (newest ansible-core; never fails CI)
 # Integration tests use $KUBECONFIG when you point it at a cluster of your own; otherwise this script
 # brings up the local test bed (hack/local-cluster.sh, built from source and cached on first use) and
 # stops it again at the end. OpenStack tests use $OS_CLOUD if set, else the local cloud
-# (hack/local-cloud.sh); HYBRID_OPERATOR_SKIP_CLOUD=1 skips them. The matrix and the canary are
-# hack/test-matrix.sh; HYBRID_OPERATOR_SKIP_MATRIX=1 skips both. Each step's time is printed at the end.
+# (hack/local-cloud.sh); HYBRID_OPERATOR_SKIP_CLOUD=1 skips them. The image step needs root on Debian (or
+# Docker/Podman with registry access); HYBRID_OPERATOR_SKIP_IMAGE=1 skips it, saying so. If the images
+# cannot be built, the run fails. The matrix and the canary are hack/test-matrix.sh;
+# HYBRID_OPERATOR_SKIP_MATRIX=1 skips both. Each step's time is printed at the end.
 #   hack/test.sh [pytest args...]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,12 +24,13 @@ step() {
   printf '\n==> %s\n' "$*"
 }
 
-step "lint: ruff, mypy, yamllint, ansible-lint, CRDs generated from the roles"
+step "lint: ruff, mypy, yamllint, ansible-lint, hadolint, CRDs generated from the roles"
 ruff check .
 ruff format --check .
 mypy
 yamllint -s .
 ANSIBLE_COLLECTIONS_PATH="$root/hybrid_operator/collections" ansible-lint --profile production -q roles/
+hadolint Containerfile images/base/Containerfile
 hybrid-operator generate crds --check  # deploy/crds/ is what roles/*/meta says (a diff if not)
 
 started_bed=0
@@ -45,9 +49,18 @@ trap cleanup EXIT
 eval "$(hack/local-cluster.sh env | grep PATH)"
 
 step "pytest: unit, integration, cloud"
-markers=()
-if [ -n "${HYBRID_OPERATOR_SKIP_CLOUD:-}" ]; then markers=(-m "not cloud"); fi
+markers=(-m "not image")
+if [ -n "${HYBRID_OPERATOR_SKIP_CLOUD:-}" ]; then markers=(-m "not cloud and not image"); fi
 pytest -p no:cacheprovider -ra "${markers[@]}" "$@"
+
+if [ -n "${HYBRID_OPERATOR_SKIP_IMAGE:-}" ]; then
+  step "images: SKIPPED (HYBRID_OPERATOR_SKIP_IMAGE is set)"
+else
+  step "images: build and smoke-test both (hack/build-image.sh), run the operator from the image on the bed"
+  archive=$(hack/build-image.sh | tail -n 1)
+  HYBRID_OPERATOR_IMAGE_ARCHIVE=$archive HYBRID_OPERATOR_REQUIRE_IMAGE=1 \
+    pytest -p no:cacheprovider -ra -m image tests/integration/test_image.py
+fi
 
 step "molecule: default scenario against the test bed"
 molecule test -s default
