@@ -18,6 +18,9 @@ def _nowhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
+    # The client library read KUBECONFIG into its default path when it was imported (hack/test.sh sets it
+    # to the test bed): without this the operator would find the bed and run instead of stopping.
+    monkeypatch.setattr("kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "none"))
 
 
 def run(*flags: str) -> int:
