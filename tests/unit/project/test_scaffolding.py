@@ -51,7 +51,14 @@ def test_new_makes_the_layout_of_this_repository(project: Path) -> None:
         ".ansible-lint",
     ):
         assert (project / path).is_file(), path
-    assert "FROM ${BASE_IMAGE}" in (project / "Containerfile").read_text()
+    containerfile = (project / "Containerfile").read_text()
+    assert "FROM ${BASE_IMAGE}" in containerfile
+    # The base image's layout and entrypoint, as an operator-sdk project's Dockerfile uses upstream's.
+    assert "COPY watches.yaml ${HOME}/watches.yaml" in containerfile
+    assert "ENTRYPOINT" not in containerfile and "USER" not in containerfile
+    (manager,) = yaml.safe_load_all((project / "deploy" / "manager" / "manager.yaml").read_text())
+    (container,) = manager["spec"]["template"]["spec"]["containers"]
+    assert all(arg.startswith("--") for arg in container["args"]), container["args"]
     assert "__" not in (project / "deploy" / "watch" / "role_binding.yaml").read_text()
     assert yaml.safe_load((project / "deploy" / "rbac" / "kustomization.yaml").read_text())["namespace"] == (
         "memcached-operator-system"
