@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hybrid_operator.durations import parse_duration
+from hybrid_operator.durations import parse_duration, parse_period
 from hybrid_operator.errors import ConfigError
 from hybrid_operator.watches import GVK
 
@@ -25,6 +25,14 @@ CPUS = max(1, os.cpu_count() or 1)
 def _duration(text: str) -> float:
     try:
         return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _period(text: str) -> float:
+    """A reconcile period, bounded as watches.yaml's and the annotation's are (0, or 1s-8760h)."""
+    try:
+        return parse_period(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
@@ -111,9 +119,9 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     a("--watches-file", default=env("WATCHES_FILE", "./watches.yaml"), help="watches.yaml to load")
     a(
         "--reconcile-period",
-        type=_duration,
-        default=_duration("10h"),
-        help="default interval between reconciles of an unchanged object (0 = never)",
+        type=_period,
+        default=_period("10h"),
+        help="default interval between reconciles of an unchanged object (0 = never; else 1s-8760h)",
     )
     a(
         "--max-concurrent-reconciles",

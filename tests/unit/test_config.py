@@ -80,6 +80,8 @@ def test_sizes(text: str, size: int) -> None:
     "argv",
     [
         ["--reconcile-period=soon"],
+        ["--reconcile-period=100ms"],
+        ["--reconcile-period=9000h"],
         ["--max-concurrent-reconciles=0"],
         ["--max-concurrent-reconciles=many"],
         ["--max-artifacts-size=lots"],
