@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from hybrid_operator import eventlog
 from hybrid_operator.durations import parse_duration, parse_period
 from hybrid_operator.errors import ConfigError
 from hybrid_operator.watches import GVK
@@ -33,6 +34,13 @@ def _period(text: str) -> float:
     """A reconcile period, bounded as watches.yaml's and the annotation's are (0, or 1s-8760h)."""
     try:
         return parse_period(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _log_level(text: str) -> str:
+    try:
+        return eventlog.parse_level(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
@@ -141,9 +149,10 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     a("--ansible-collections-path", default="", help="colon-separated collections paths")
     a(
         "--ansible-log-events",
-        choices=("tasks", "everything", "nothing"),
+        type=_log_level,
         default="tasks",
-        help="how much of each run to log",
+        help="how much of each run to log: tasks (a line per run, failed tasks' output), everything (also a "
+        "line per Ansible event) or nothing (the line per run); any case, as operator-sdk's Tasks",
     )
     a(
         "--executor",

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hybrid_operator import logs, metrics
+from hybrid_operator import eventlog, logs, metrics
 from hybrid_operator.ansible.running import Executor, ExecutorSettings, RunnerExecutor
 from hybrid_operator.config import Config
 from hybrid_operator.errors import OperatorError
@@ -122,6 +122,8 @@ class Operator:
                 lookup=lambda ns, name: None,
                 reconcile_period=period,
                 verbosity=self.config.verbosity(watch.gvk),
+                on_event=eventlog.event_logger(self.config.ansible_log_events),
+                log_failed_output=eventlog.shows_failed_output(self.config.ansible_log_events),
             )
         )
         kind.ctx.lookup = kind.lookup

@@ -59,6 +59,7 @@ class KindContext:
     reconcile_period: float  # seconds; 0 = no periodic reconcile
     verbosity: int = 2
     on_event: Callable[[dict[str, Any]], None] | None = None  # each run's events, as they arrive
+    log_failed_output: bool = True  # log a failed run's task output (not under --ansible-log-events=nothing)
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class Reconciler:
             obj = self._write_status(ctx, obj, status_mod.running_status) or obj
         request = self._request(ctx, obj, deleting, settings)
         with logs.bind(run_id=request.run_id):
-            result = self._run(key, request)
+            result = self._run(key, request, show_output=ctx.log_failed_output)
             return self._after_run(key, ctx, obj, result, deleting, settings.reconcile_period)
 
     def rehearse(self, key: Key, ctx: KindContext, obj: KubeObject) -> Rehearsal:
@@ -138,7 +139,7 @@ class Reconciler:
         deleting = bool((obj.get("metadata") or {}).get("deletionTimestamp"))
         request = self._request(ctx, obj, deleting, settings)
         with logs.bind(run_id=request.run_id):
-            result = self._run(key, request)
+            result = self._run(key, request, show_output=ctx.log_failed_output)
         generation = (obj.get("metadata") or {}).get("generation")
         patch = status_mod.final_status(obj, result, manage_status=ctx.watch.manage_status, generation=generation)
         return Rehearsal(result, patch)
@@ -154,7 +155,7 @@ class Reconciler:
             defaults=RunSettings(ctx.reconcile_period, ctx.verbosity, watch.max_runner_artifacts),
         )
 
-    def _run(self, key: Key, request: RunRequest) -> RunResult:
+    def _run(self, key: Key, request: RunRequest, *, show_output: bool = True) -> RunResult:
         """The executor's run, with the run's proxy token and kubeconfig gone when it ends."""
         kubeconfig = request.env.get("KUBECONFIG") if self.proxy is not None else None
         try:
@@ -164,7 +165,7 @@ class Reconciler:
                 self.proxy.revoke(request.run_id)
             if kubeconfig:
                 Path(kubeconfig).unlink(missing_ok=True)
-        _log_run(key, result)
+        _log_run(key, result, show_output=show_output)
         return result
 
     def report(self, key: Key, ctx: KindContext, reason: str, message: str) -> None:
@@ -325,7 +326,7 @@ def _new_generation(obj: Mapping[str, Any]) -> bool:
     return generation is None or generation != observed
 
 
-def _log_run(key: Key, result: RunResult) -> None:
+def _log_run(key: Key, result: RunResult, *, show_output: bool = True) -> None:
     fields = {
         "kind": key.gvk,
         "namespace": key.namespace,
@@ -341,6 +342,6 @@ def _log_run(key: Key, result: RunResult) -> None:
         log.info("reconciled", extra={"fields": fields})
         return
     log.warning("reconcile failed: %s", result.failure_message, extra={"fields": fields})
-    for task in result.failed_tasks:
+    for task in result.failed_tasks if show_output else ():
         if task.output:
             log.warning("failed task %s output:\n%s", task.task, task.output, extra={"fields": fields})
