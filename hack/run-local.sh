@@ -28,7 +28,9 @@ if [ "$cloud" = 1 ]; then
   log "cloud: $OS_CLOUD in $OS_CLIENT_CONFIG_FILE"
 fi
 
-logfile=${TMPDIR:-/tmp}/hybrid-operator-run-local.log
+# A new private directory: a fixed name in a shared temporary dir could be planted (a symbolic link) by
+# another user to make tee write wherever they like.
+logfile=$(mktemp -d "${TMPDIR:-/tmp}/hybrid-operator-run-local.XXXXXX")/operator.log
 log "starting the operator (log: $logfile)"
 hybrid-operator run --watches-file watches.yaml --health-probe-bind-address 127.0.0.1:0 \
   --metrics-bind-address 127.0.0.1:0 "$@" > >(tee "$logfile" >&2) 2>&1 &
