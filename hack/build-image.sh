@@ -20,7 +20,8 @@
 # Debian, missing tools (podman, runc, debootstrap) are installed with apt-get.
 #
 # Environment: HYBRID_OPERATOR_IMAGE_OUT (archives; default build/images), HYBRID_OPERATOR_DEBIAN_MIRROR
-# (default: the first Debian mirror of this machine's apt sources), HYBRID_OPERATOR_STORAGE_DRIVER.
+# (default: the first Debian mirror of this machine's apt sources), HYBRID_OPERATOR_DEBIAN_SECURITY_MIRROR
+# (default: its security archive; "none" skips the security upgrade), HYBRID_OPERATOR_STORAGE_DRIVER.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/hybrid-operator/image
@@ -147,10 +148,27 @@ debian_mirror() {
   echo "${uri%/}"
 }
 
-# Debian 13 minbase plus Python, venv, tini and CA certificates, as a tar; made afresh after 30 days to
-# take in Debian's updates.
+# Debian's security archive: HYBRID_OPERATOR_DEBIAN_SECURITY_MIRROR ("none" skips it), else the first
+# `-security` archive in this machine's apt sources, else the main mirror's `-security` sibling.
+debian_security_mirror() { # main_mirror
+  if [ -n "${HYBRID_OPERATOR_DEBIAN_SECURITY_MIRROR:-}" ]; then
+    echo "$HYBRID_OPERATOR_DEBIAN_SECURITY_MIRROR"
+    return
+  fi
+  local uri
+  uri=$({
+    sed -n 's/^URIs:[[:space:]]*//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | tr ' ' '\n'
+    sed -n 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]\+\).*/\2/p' \
+      /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
+  } | grep -- '-security' | grep -m1 '^https\?://' || true)
+  if [ -n "$uri" ]; then echo "${uri%/}"; else echo "$1-security"; fi
+}
+
+# Debian 13 minbase plus Python, venv, tini and CA certificates, upgraded from the security archive, as a
+# tar; made afresh after 30 days to take in Debian's updates. The image's apt sources name the security
+# archive too, so an image built FROM it can `apt-get upgrade` its way to the fixes.
 rootfs_tar() {
-  local tar=$cache/debian-$suite-rootfs.tar
+  local tar=$cache/debian-$suite-security-rootfs.tar
   if [ -f "$tar" ] && [ -z "$(find "$tar" -mtime +"$rootfs_max_age_days")" ]; then
     echo "$tar"
     return
@@ -168,11 +186,33 @@ rootfs_tar() {
     rm -rf "$tmp"
     die "debootstrap $suite from $mirror failed"
   fi
-  # apt in the image uses the mirror the root filesystem came from.
+  # apt in the image uses the mirrors the root filesystem came from.
+  local keyring=/usr/share/keyrings/debian-archive-keyring.gpg security
+  security=$(debian_security_mirror "$mirror")
   printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates\nComponents: main\nSigned-By: %s\n' \
-    "$mirror" "$suite" "$suite" /usr/share/keyrings/debian-archive-keyring.gpg \
-    >"$tmp/rootfs/etc/apt/sources.list.d/debian.sources"
+    "$mirror" "$suite" "$suite" "$keyring" >"$tmp/rootfs/etc/apt/sources.list.d/debian.sources"
   rm -f "$tmp/rootfs/etc/apt/sources.list"
+  if [ "$security" != none ]; then
+    printf 'Types: deb\nURIs: %s\nSuites: %s-security\nComponents: main\nSigned-By: %s\n' \
+      "$security" "$suite" "$keyring" >"$tmp/rootfs/etc/apt/sources.list.d/debian-security.sources"
+    cp -a "$tmp/rootfs/etc/resolv.conf" "$tmp/resolv.conf" 2>/dev/null || : >"$tmp/resolv.conf"
+    # The chroot's apt resolves the mirror's name with the host's resolver (a link there is replaced, never
+    # followed out of the root filesystem); the original comes back after.
+    rm -f "$tmp/rootfs/etc/resolv.conf"
+    cp /etc/resolv.conf "$tmp/rootfs/etc/resolv.conf"
+    local before
+    before=$(grep -c ' upgrade ' "$tmp/rootfs/var/log/dpkg.log" || true)
+    if ! { chroot "$tmp/rootfs" apt-get update -qq &&
+      chroot "$tmp/rootfs" env DEBIAN_FRONTEND=noninteractive apt-get upgrade -y -qq \
+        -o Dpkg::Options::=--force-confold; } >"$tmp/upgrade.log" 2>&1; then
+      tail -n 20 "$tmp/upgrade.log" >&2
+      rm -rf "$tmp"
+      die "apt-get upgrade from $security failed (HYBRID_OPERATOR_DEBIAN_SECURITY_MIRROR=none skips it)"
+    fi
+    rm -f "$tmp/rootfs/etc/resolv.conf"
+    cp -a "$tmp/resolv.conf" "$tmp/rootfs/etc/resolv.conf"
+    log "upgraded from $security: $(($(grep -c ' upgrade ' "$tmp/rootfs/var/log/dpkg.log" || true) - before)) packages"
+  fi
   rm -rf "$tmp/rootfs/var/lib/apt/lists/"* "$tmp/rootfs/var/cache/apt/"*.bin "$tmp/rootfs/var/cache/apt/archives/"*.deb
   tar --numeric-owner -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" .
   mv "$tmp/rootfs.tar" "$tar"
