@@ -4,9 +4,9 @@ Each replica is a real operator process with ``--sharding`` and short leases (3 
 namespace (its ring's Leases too). The role (``fixtures/projects/sharded``) holds every run for a second
 and records it as a file of its own: object, start, end, replica, and the spec's ``wave``. The tests read
 those files back: every object reconciled, no two runs of one object overlapping in time (whatever the
-replicas), every replica at work; after ``kill -9`` of one replica, every object, touched again, is run by
-the survivors within the lease duration plus 15 s; a replica that joins takes objects over, again without
-overlap.
+replicas), every replica at work; after ``kill -9`` of one replica, its objects, touched again, are run by
+the survivors within the lease duration plus 15 s; a rolling restart (replicas joining, others stopping
+cleanly) with every object changed at each step skips none and never runs one twice at once.
 """
 
 from __future__ import annotations
@@ -140,28 +140,29 @@ def test_three_replicas_share_60_objects_without_overlap_and_survive_a_kill_9(
     print(f"after kill -9 of {victim}: its {len(orphans)} objects run by {by} in {took:.1f}s")
 
 
-def test_a_replica_that_joins_takes_objects_over_without_overlap_and_one_that_leaves_hands_them_back(
+def test_a_rolling_restart_moves_every_object_without_skipping_one_or_running_one_twice_at_once(
     replica: Callable[..., OperatorProcess], objects: Objects, api: client.ApiClient, runs_dir: Path
 ) -> None:
-    first = replica("replica-a")
+    """As a Deployment rolls 2 replicas: a new one joins, then an old one stops cleanly (deleting its
+    Lease), twice, with every object changed at each step while the ring changes hands."""
+    olds = {name: replica(name, wait_ready=False) for name in ("replica-a", "replica-b")}
+    wait_until(lambda: all(op.ready() for op in olds.values()), 90, "two replicas ready (joined the ring)")
     names = create_objects(objects, 20)
-    wait_until(lambda: len(ran_in_wave(runs_dir, 1)) == len(names), 120, "every object run by the first", interval=0.5)
-    assert set(ran_in_wave(runs_dir, 1).values()) == {"replica-a"}
-    second = replica("replica-b")
-    assert len(leases(api, objects.namespace)) == 2  # ready means joined
-    # Touch everything while the ring changes hands: no object may be run by both at once.
-    touch_all(objects, names, 2)
-    wait_until(lambda: len(ran_in_wave(runs_dir, 2)) == len(names), 90, "every object run again", interval=0.5)
-    by = Counter(ran_in_wave(runs_dir, 2).values())
-    assert by["replica-b"] > 0, by
+    wait_until(lambda: len(ran_in_wave(runs_dir, 1)) == len(names), 120, "every object run", interval=0.5)
+    wave = 1
+    for old, new in (("replica-a", "replica-c"), ("replica-b", "replica-d")):
+        replica(new)  # ready: it has joined the ring
+        wave += 1
+        touch_all(objects, names, wave)  # while the objects move to the newcomer
+        assert olds[old].terminate(60) == 0  # drains, then deletes its Lease
+        wait_until(lambda w=wave: len(ran_in_wave(runs_dir, w)) == len(names), 90, f"wave {wave} run", interval=0.5)
+        assert new in ran_in_wave(runs_dir, wave).values()
+    holders = sorted(lease.spec.holder_identity for lease in leases(api, objects.namespace))
+    assert holders == ["replica-c", "replica-d"], "stopped replicas deleted their Leases"
+    wave += 1
+    touch_all(objects, names, wave)
+    wait_until(lambda: len(ran_in_wave(runs_dir, wave)) == len(names), 90, "the last wave run", interval=0.5)
+    by = Counter(ran_in_wave(runs_dir, wave).values())
+    assert set(by) == {"replica-c", "replica-d"}, by
     assert not overlaps(runs(runs_dir)), overlaps(runs(runs_dir))
-    # A clean stop deletes the member Lease: the other takes over without waiting for it to expire.
-    assert first.terminate(60) == 0
-    assert [lease.spec.holder_identity for lease in leases(api, objects.namespace)] == ["replica-b"]
-    stopped = time.monotonic()
-    touch_all(objects, names, 3)
-    wait_until(lambda: len(ran_in_wave(runs_dir, 3)) == len(names), 90, "every object run by the one left")
-    assert set(ran_in_wave(runs_dir, 3).values()) == {"replica-b"}
-    assert not overlaps(runs(runs_dir)), overlaps(runs(runs_dir))
-    print(f"\njoin: {dict(by)}; after a clean stop, all run by the other in {time.monotonic() - stopped:.1f}s")
-    assert second.proc.poll() is None
+    print(f"\nrolled 2 replicas; {len(runs(runs_dir))} runs, none overlapping; last wave by {dict(by)}")
