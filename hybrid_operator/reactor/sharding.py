@@ -148,6 +148,11 @@ class Ring:
             self.leases.renew(shards.encode_ack(ack) if ack is not None else None)
         except ApiError as exc:
             log.warning("cannot renew member lease %s: %s", self.leases.name, exc)
+            with self._lock:
+                if ack != self._ack:
+                    # The write may have reached the server after all: what our Lease says is unknown, so
+                    # start nothing until a write of ours is known to have landed.
+                    self._ack, self._writes = None, self._writes + 1
             return False
         self._last_renew = started
         with self._lock:

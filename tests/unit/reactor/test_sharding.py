@@ -181,3 +181,20 @@ def test_hostile_lease_records_are_skipped_or_bounded() -> None:
     assert shards.parse_ack(record.ack) is None
     ok = {"metadata": {"name": "l"}, "spec": {"holderIdentity": "b", "leaseDurationSeconds": True}}
     assert _record(ok, 15.0).duration == 15.0  # type: ignore[union-attr]
+
+
+def test_after_a_failed_write_of_a_new_ack_nothing_starts_until_a_write_lands() -> None:
+    """The failed write may have reached the server: our published ack is unknown until the next one."""
+    store, clock = Store(), Clock()
+    a = ring(store, "a", clock)
+    settle(a)
+    uid = next(u for u in UIDS if shards.owner(u, frozenset({"a", "b"})) == "a")
+    b = ring(store, "b", clock)
+    b.tick()  # b is in the ring, claiming nothing yet
+    a._observe(a.leases.list())  # a sees b: its view is now {a, b}, its ack still {a}
+    a.leases.failing = True  # type: ignore[attr-defined]
+    a._renew()  # the write of ack {a, b} fails (or did it land?)
+    assert a.begin(key(uid), uid) is Verdict.WAIT
+    a.leases.failing = False  # type: ignore[attr-defined]
+    settle(a, b)
+    assert a.begin(key(uid), uid) is Verdict.RUN
