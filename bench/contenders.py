@@ -13,6 +13,10 @@ our package (so roles/foo's ``hybrid_operator.util.*`` resolve; without HYBRID_O
 plugins patch the API directly), upstream's event plugin on PYTHONPATH (``peer``), and, unless asked
 otherwise, ANSIBLE_GATHERING=explicit: our operator never gathers facts a role did not ask for, and
 this is upstream's switch to do the same.
+
+``warm-sharded-N`` is ``warm`` as N replicas with ``--sharding`` (their ring's Leases in the contender's
+namespace), replica i pinned to CPU i with ``taskset -c`` so that each has a core of its own: what
+scaling out buys, measured. The figures (CPU, runs) are summed over the replicas.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class Contender:
     side: str  # "ours" or "peer"
     executor: str = ""
     module_server: bool = False
+    replicas: int = 0  # > 0: that many replicas with --sharding, each pinned to a CPU of its own
 
     @property
     def slug(self) -> str:
@@ -57,6 +62,8 @@ CONTENDERS: dict[str, Contender] = {
     "runner+modserver": Contender("runner+modserver", "ours", "runner", True),
     "warm": Contender("warm", "ours", "warm", True),
     "peer": Contender("peer", "peer"),
+    "warm-sharded-1": Contender("warm-sharded-1", "ours", "warm", True, replicas=1),
+    "warm-sharded-2": Contender("warm-sharded-2", "ours", "warm", True, replicas=2),
 }
 BASELINE = "runner"
 PEER = "peer"
@@ -127,9 +134,23 @@ class Running:
     artifacts: Path | None  # ours: the --runner-artifacts-dir given; the peer's are found by watching
     sampler: procs.Sampler
     started: float = field(default_factory=time.monotonic)
+    others: list[Running] = field(default_factory=list)  # the further replicas of a sharded contender
 
     @classmethod
     def start(cls, contender: Contender, tools: Tools, watches: Path, namespace: str, label: str) -> Running:
+        if contender.replicas < 2:
+            return cls._start_one(contender, tools, watches, namespace, label, 0)
+        first = cls._start_one(contender, tools, watches, namespace, label, 0)
+        first.others = [
+            cls._start_one(contender, tools, watches, namespace, f"{label}-{i}", i)
+            for i in range(1, contender.replicas)
+        ]
+        return first
+
+    @classmethod
+    def _start_one(
+        cls, contender: Contender, tools: Tools, watches: Path, namespace: str, label: str, index: int
+    ) -> Running:
         metrics_port, health_port = free_port(), free_port()
         log_path = tools.work / f"{label}.log"
         env = {
@@ -145,6 +166,10 @@ class Running:
             artifacts = tools.work / f"{label}-artifacts"
             cmd = [str(tools.ours), "run", "--watches-file", str(watches), *contender.flags(), *listen]
             cmd += ["--runner-artifacts-dir", str(artifacts)]
+            if contender.replicas:
+                cmd += ["--sharding", "--leader-election-namespace", namespace]
+                cmd = ["taskset", "-c", str(index % (os.cpu_count() or 1)), *cmd]
+                env["POD_NAME"] = f"{contender.slug}-{index}"
         else:
             if tools.peer_binary is None:
                 raise RuntimeError("no peer binary")
@@ -169,6 +194,8 @@ class Running:
     # ----------------------------------------------------------------------------------- state
 
     def wait_ready(self, timeout: float = 120) -> None:
+        for other in self.others:
+            other.wait_ready(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -179,7 +206,7 @@ class Running:
         raise RuntimeError(f"{self.contender.name} not ready after {timeout}s:\n{self.log_tail()}")
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.proc.poll() is None and all(other.alive() for other in self.others)
 
     def metrics(self) -> str:
         status, body = http_get(f"http://127.0.0.1:{self.metrics_port}/metrics")
@@ -191,7 +218,8 @@ class Running:
         Both sides export it under upstream's name; upstream observes it around each ansible-runner run,
         we around each whole reconcile.
         """
-        return metric_sum(self.metrics(), "ansible_operator_reconciles_count")
+        own = metric_sum(self.metrics(), "ansible_operator_reconciles_count")
+        return own + sum(other.runs() for other in self.others)
 
     def client_requests(self) -> float | None:
         """The peer's own count of API requests (client-go's ``rest_client_requests_total``); ours has none."""
@@ -200,15 +228,21 @@ class Running:
         return metric_sum(self.metrics(), "rest_client_requests_total")
 
     def usage(self) -> procs.Usage:
-        return procs.usage(self.proc.pid)
+        total = procs.usage(self.proc.pid)
+        for other in self.others:
+            more = other.usage()
+            total = procs.Usage(
+                total.processes + more.processes, total.rss_bytes + more.rss_bytes, total.cpu_seconds + more.cpu_seconds
+            )
+        return total
 
     def pss_bytes(self) -> int:
-        return procs.pss_bytes(self.proc.pid)
+        return procs.pss_bytes(self.proc.pid) + sum(other.pss_bytes() for other in self.others)
 
     def artifact_dirs(self) -> list[Path]:
         """Where this process keeps run artifacts for its namespace."""
         if self.artifacts is not None:
-            return [self.artifacts]
+            return [self.artifacts, *(d for other in self.others for d in other.artifact_dirs())]
         # The peer has no flag for it: its input dirs are <fixed root>/<group>/<version>/<kind>/<ns>/<name>,
         # passed to every ansible-runner it starts ("ansible-runner run <dir> ..."), so read them there.
         found: set[Path] = set()
@@ -231,6 +265,8 @@ class Running:
 
     def stop(self, grace: float = 40) -> int | None:
         """SIGTERM, up to ``grace`` seconds to drain, then SIGKILL to whatever is left of the session."""
+        for other in self.others:
+            other.stop(grace)
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):

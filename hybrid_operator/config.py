@@ -188,7 +188,21 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     )
     _switch(parser, "--inject-owner-ref", True, "give children the role creates an ownerReference")
     _switch(parser, "--leader-elect", False, "run only while holding the leader Lease")
-    a("--leader-election-id", default="hybrid-operator", help="name of the leader Lease")
+    _switch(
+        parser,
+        "--sharding",
+        env("HYBRID_OPERATOR_SHARDING", "").strip().lower() in ("true", "1", "yes", "on"),
+        "share the objects among all replicas with the same --leader-election-id and namespace: each holds a "
+        "Lease of its own and runs only the objects it owns (no single leader; exclusive with --leader-elect)",
+    )
+    a(
+        "--sharding-lease-duration",
+        type=_duration,
+        default=_duration("15s"),
+        help="how long a silent sharding member still owns its objects (renewed every 2/15 of it, given up "
+        "after 2/3 of it without a renew)",
+    )
+    a("--leader-election-id", default="hybrid-operator", help="name of the leader Lease (with --sharding: the ring)")
     a(
         "--leader-election-namespace",
         default="",
@@ -261,6 +275,8 @@ class Config:
     executor: str
     module_server: bool
     leader_elect: bool
+    sharding: bool
+    sharding_lease_duration: float
     leader_election_id: str
     leader_election_namespace: str
     metrics_address: str
@@ -285,6 +301,13 @@ class Config:
                 "--metrics-require-rbac needs --metrics-secure: callers send a bearer token, which must not "
                 "cross the network in clear text"
             )
+        if args.sharding and args.leader_elect:
+            raise ConfigError(
+                "--sharding and --leader-elect exclude each other: with sharding every replica works on its "
+                "own share of the objects and there is no leader; drop one of them"
+            )
+        if args.sharding_lease_duration < 1:
+            raise ConfigError(f"--sharding-lease-duration must be at least 1s, got {args.sharding_lease_duration}s")
         namespaces = tuple(ns.strip() for ns in env.get("WATCH_NAMESPACE", "").split(",") if ns.strip())
         return cls(
             watches_file=Path(args.watches_file),
@@ -303,6 +326,8 @@ class Config:
             executor=args.executor,
             module_server=args.module_server,
             leader_elect=args.leader_elect,
+            sharding=args.sharding,
+            sharding_lease_duration=args.sharding_lease_duration,
             leader_election_id=args.leader_election_id,
             leader_election_namespace=args.leader_election_namespace,
             metrics_address=args.metrics_bind_address,

@@ -2,8 +2,8 @@
 
 Names follow operator-sdk's ``ansible_operator_*`` where upstream has one, so existing dashboards keep
 working; the rest are ``hybrid_operator_*``. Incremented by the reactor (reconciles, queue), the watches
-(restarts) and leader election; served by ``health`` on ``--metrics-bind-address``. Unlike upstream, the
-reconcile histogram measures the whole run, from dequeue to status written.
+(restarts), leader election and the sharding ring; served by ``health`` on ``--metrics-bind-address``.
+Unlike upstream, the reconcile histogram measures the whole run, from dequeue to status written.
 """
 
 from __future__ import annotations
@@ -45,6 +45,18 @@ WATCH_RESTARTS = Counter(
     "hybrid_operator_watch_restarts",
     "Watches restarted, by kind and reason (expired, relist, error).",
     ["GVK", "reason"],
+    registry=REGISTRY,
+)
+SHARD_OBJECTS = Gauge(
+    "hybrid_operator_shard_objects",
+    "Watched objects this replica owns in its sharding ring (all of them without --sharding).",
+    ["GVK"],
+    registry=REGISTRY,
+)
+RING_MEMBERS = Gauge("hybrid_operator_ring_members", "Live members of the sharding ring.", registry=REGISTRY)
+RING_CHANGES = Counter(
+    "hybrid_operator_ring_membership_changes",
+    "Times this replica saw the sharding ring's live members change.",
     registry=REGISTRY,
 )
 IS_LEADER = Gauge("hybrid_operator_leader", "1 when this replica is the leader (or runs alone).", registry=REGISTRY)

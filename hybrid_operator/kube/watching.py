@@ -68,6 +68,11 @@ class Informer:
         with self._lock:
             return self._store.get((namespace, name))
 
+    def objects(self) -> list[KubeObject]:
+        """A snapshot of every cached object (not to be modified)."""
+        with self._lock:
+            return list(self._store.values())
+
     def health(self, threshold: int = 3) -> tuple[bool, str]:
         """Failing once is normal (a stream ends, the server restarts); failing ``threshold`` times in a row
         is not, and the reason is what the probe shows."""

@@ -33,7 +33,7 @@ from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource, co
 from hybrid_operator.kube.events import EventRecorder
 from hybrid_operator.kube.proxy import ApiProxy
 from hybrid_operator.reactor.admitting import MAX_DEPTH, nesting_depth
-from hybrid_operator.reactor.orchestration import build_executor
+from hybrid_operator.reactor.executors import build_executor
 from hybrid_operator.reactor.queueing import Key
 from hybrid_operator.reactor.reconciling import KindContext, Reconciler
 from hybrid_operator.watches import GVK, Watch

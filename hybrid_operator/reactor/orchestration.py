@@ -5,6 +5,12 @@ with backoff, for a CRD that is not installed yet), starts one informer per watc
 watch events into queue keys: a new object, a new generation, a deletion mark, or (when asked) an
 annotation change. Status-only updates, including our own, never wake an object. Workers (as many as
 the global cap) take keys, reconcile, and requeue: periodic, requeue_after, or backoff after a failure.
+
+With ``--sharding`` a ``sharding.Ring`` stands between the queue and the workers: every replica keeps
+the whole cache, but enqueues only the objects the ring gives it, asks the ring before each run (a key
+that is not ours is dropped, one a peer has not drained yet is parked), and enqueues the objects it
+gains when the ring's members change. A dependent's event maps to its owner's key, so it follows the
+owner. There is no leader then: ``config`` refuses ``--leader-elect`` with ``--sharding``.
 """
 
 from __future__ import annotations
@@ -18,22 +24,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hybrid_operator import eventlog, logs, metrics
-from hybrid_operator.ansible.running import Executor, ExecutorSettings, RunnerExecutor
+from hybrid_operator import eventlog, logs, metrics, shards
 from hybrid_operator.config import Config
 from hybrid_operator.errors import OperatorError
 from hybrid_operator.health import Probes
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 from hybrid_operator.kube.events import EventRecorder
 from hybrid_operator.kube.leases import LeaderElector
+from hybrid_operator.kube.members import MemberLeases
 from hybrid_operator.kube.proxy import ApiProxy
 from hybrid_operator.kube.watching import Informer
 from hybrid_operator.reactor import failures
 from hybrid_operator.reactor.dependents import DependentWatches
+from hybrid_operator.reactor.executors import Executor, build_executor
 from hybrid_operator.reactor.failures import Retry
 from hybrid_operator.reactor.filtering import event_priority, wants_reconcile
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
 from hybrid_operator.reactor.reconciling import KindContext, Reconciler
+from hybrid_operator.reactor.sharding import Ring, abandon, member_id
+from hybrid_operator.shards import Members, Verdict
 from hybrid_operator.watches import Watch
 
 log = logging.getLogger(__name__)
@@ -48,6 +57,11 @@ class Kind:
     def lookup(self, namespace: str, name: str) -> KubeObject | None:
         informer = self.informers.get(namespace) or self.informers.get("")
         return informer.get(namespace, name) if informer else None
+
+    def uid(self, namespace: str, name: str) -> str | None:
+        obj = self.lookup(namespace, name)
+        uid = (obj or {}).get("metadata", {}).get("uid") if obj else None
+        return uid if isinstance(uid, str) else None
 
 
 class Operator:
@@ -86,6 +100,7 @@ class Operator:
         self._busy_since: dict[str, float] = {}  # worker -> when its current reconcile started
         self._started = False
         self.standby = False  # waiting for the leader Lease
+        self.ring: Ring | None = None  # with --sharding: which objects are ours
         probes.ready["watches"] = self._watches_synced
         probes.ready["executor"] = executor.ready
         probes.live["workers"] = self._workers_alive
@@ -172,6 +187,8 @@ class Operator:
             key = Key(gvk, meta.get("namespace") or "", meta.get("name") or "")
             if event_type == "DELETED":
                 self.queue.discard(key)
+            elif self.ring is not None and not self.ring.owns(str(meta.get("uid") or "")):
+                return  # another replica's object: it stays in our cache only
             elif wants_reconcile(watch, event_type, old, new):
                 self.queue.add(key, priority=event_priority(event_type, new))
 
@@ -198,13 +215,67 @@ class Operator:
             key = self.queue.get(timeout=1.0)
             if key is None:
                 continue
+            if not self._may_run(key):
+                self.queue.done(key)
+                continue
             self._busy_since[name] = time.monotonic()
             try:
                 with logs.bind(kind=key.gvk, namespace=key.namespace, name=key.name):
                     self._reconcile_one(key)
             finally:
                 self._busy_since.pop(name, None)
+                if self.ring is not None:
+                    self.ring.end(key)
                 self.queue.done(key)
+
+    def _may_run(self, key: Key) -> bool:
+        """Without sharding, always; with it, only what the ring says RUN to (it then counts as in flight)."""
+        if self.ring is None:
+            return True
+        kind = self.kinds.get(key.gvk)
+        uid = kind.uid(key.namespace, key.name) if kind else None
+        if uid is None:
+            return False  # gone from the cache: nothing to run
+        verdict = self.ring.begin(key, uid)
+        if verdict is Verdict.DROP:
+            self.queue.forget(key)
+        return verdict is Verdict.RUN
+
+    # -- the ring's callbacks (with --sharding) --------------------------------------------------------
+
+    def owned_keys(self, view: Members, member: str) -> dict[Key, str]:
+        """Every cached object ``member`` owns under ``view``: key -> uid."""
+        owned = {}
+        for gvk, kind in list(self.kinds.items()):
+            for informer in list(kind.informers.values()):
+                for obj in informer.objects():
+                    meta = obj.get("metadata") or {}
+                    uid = meta.get("uid")
+                    if isinstance(uid, str) and shards.owner(uid, view) == member:
+                        owned[Key(gvk, meta.get("namespace") or "", meta.get("name") or "")] = uid
+        return owned
+
+    def on_view(self, old: Members, new: Members) -> None:
+        """Enqueue what the new view gives us that the old one did not."""
+        if self.ring is None:
+            return
+        before = self.owned_keys(old, self.ring.me)
+        gained = [key for key in self.owned_keys(new, self.ring.me) if key not in before]
+        for key in gained:
+            self.queue.add(key, priority=PRIORITY_RESYNC)
+        log.info("ring gave this replica %d more objects", len(gained))
+
+    def after_tick(self) -> None:
+        """Hand parked keys back to the queue, and count what is ours."""
+        if self.ring is None:
+            return
+        for key in self.ring.take_parked():
+            self.queue.add(key, priority=PRIORITY_CHANGE)
+        counts: dict[str, int] = dict.fromkeys(self.kinds, 0)
+        for key in self.owned_keys(self.ring.view(), self.ring.me):
+            counts[key.gvk] += 1
+        for gvk, count in counts.items():
+            metrics.SHARD_OBJECTS.labels(gvk).set(count)
 
     def _reconcile_one(self, key: Key) -> None:
         kind = self.kinds[key.gvk]
@@ -300,6 +371,8 @@ def run_operator(config: Config, watches: list[Watch], probes: Probes, stopping:
         raise
     threading.Thread(target=_forward_stop, args=(stopping, operator.stop), daemon=True).start()
     elector = _elector(config, kube) if config.leader_elect else None
+    ring_stop = threading.Event()
+    ring = _join_ring(config, kube, operator, probes, ring_stop) if config.sharding else None
     lost = threading.Event()
     try:  # however this ends, shutdown() stops the executor and removes the temporary dirs
         if elector is not None:
@@ -324,43 +397,28 @@ def run_operator(config: Config, watches: list[Watch], probes: Probes, stopping:
         log.info("started: %d kinds, up to %d reconciles at once", len(watches), config.max_concurrent_total)
         stopping.wait()
     finally:
-        if not operator.shutdown(config.graceful_shutdown_timeout):
+        finished = operator.shutdown(config.graceful_shutdown_timeout)  # the ring renews meanwhile
+        if not finished:
             log.warning("graceful shutdown timeout reached; abandoning running reconciles")
+        ring_stop.set()
+        if ring is not None and finished:
+            ring.leave()  # no run of ours is left: the others may take our objects now
     if elector is not None and not lost.is_set():
         elector.release()
     log.info("stopped")
     return 1 if lost.is_set() else 0
 
 
-def build_executor(config: Config, *, extra_ansible_args: str = "") -> Executor:
-    """The executor ``run`` uses (also ``reconcile FILE``'s, which adds ``--check`` for a rehearsal)."""
-    settings = ExecutorSettings(
-        artifacts_root=config.artifacts_dir,
-        artifacts_max_bytes=config.max_artifacts_bytes,
-        timeout=config.run_timeout,
-        ansible_args=" ".join(a for a in (config.ansible_args, extra_ansible_args) if a),
-        # Playbooks name roles by name: find them beside watches.yaml, as operator-sdk's image does.
-        roles_paths=(*config.roles_paths, config.watches_file.resolve().parent / "roles"),
-        collections_paths=config.collections_paths,
-        module_server=config.module_server,
+def _join_ring(config: Config, kube: Kube, operator: Operator, probes: Probes, stop: threading.Event) -> Ring:
+    """With --sharding: this replica's ring, renewing from now until ``stop`` (after the last run ended)."""
+    leases = MemberLeases(
+        kube, _lease_namespace(config), config.leader_election_id, member_id(), config.sharding_lease_duration
     )
-    return _executor(config.executor, settings)
-
-
-def _executor(executor_kind: str, settings: ExecutorSettings) -> Executor:
-    """The executor ``--executor`` names: ``warm`` (when this ansible-core is one it supports) or ``runner``."""
-    if executor_kind == "warm":
-        from hybrid_operator.ansible.compat import UnsupportedAnsible, check_version
-        from hybrid_operator.ansible.warm import WarmExecutor  # type: ignore[import-not-found,unused-ignore]
-
-        try:
-            check_version()
-        except UnsupportedAnsible as exc:
-            log.warning("%s; using the runner executor instead", exc)
-            return RunnerExecutor(settings)
-        executor: Executor = WarmExecutor(settings)
-        return executor
-    return RunnerExecutor(settings)
+    ring = Ring(leases, config.sharding_lease_duration, operator.on_view, abandon, operator.after_tick)
+    operator.ring = ring
+    probes.ready["ring"] = ring.status
+    threading.Thread(target=ring.run, args=(stop,), name="ring", daemon=True).start()
+    return ring
 
 
 def _forward_stop(source: threading.Event, target: threading.Event) -> None:
@@ -368,12 +426,15 @@ def _forward_stop(source: threading.Event, target: threading.Event) -> None:
     target.set()
 
 
+def _lease_namespace(config: Config) -> str:
+    if config.leader_election_namespace:
+        return config.leader_election_namespace
+    try:
+        return Path(_SA_NAMESPACE).read_text().strip()
+    except OSError:
+        return "default"
+
+
 def _elector(config: Config, kube: Kube) -> LeaderElector:
-    namespace = config.leader_election_namespace
-    if not namespace:
-        try:
-            namespace = Path(_SA_NAMESPACE).read_text().strip()
-        except OSError:
-            namespace = "default"
     identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-    return LeaderElector(kube, namespace, config.leader_election_id, identity)
+    return LeaderElector(kube, _lease_namespace(config), config.leader_election_id, identity)

@@ -189,6 +189,21 @@ def test_each_install_grants_rights_exactly_where_its_manager_watches(directory:
     assert all(rules == [manager_rules] for rules in bound.values())
 
 
+def test_the_sharded_overlay_runs_three_replicas_that_may_keep_a_ring_of_leases() -> None:
+    docs = render(DEPLOY / "overlays" / "sharded")
+    manager = next(d for d in docs if d["kind"] == "Deployment")
+    container = manager["spec"]["template"]["spec"]["containers"][0]
+    assert manager["spec"]["replicas"] == 3
+    assert "--sharding" in container["args"] and "--leader-elect" not in container["args"]
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in container["env"]
+    bound = grants(docs)
+    own = [rule for rules in bound.pop(SA_NAMESPACE) for rule in rules]
+    assert all(rule["resources"] == ["leases"] for rule in own), "nothing but Leases in its own namespace"
+    verbs = {verb for rule in own for verb in rule["verbs"]}
+    assert verbs == {"get", "list", "watch", "create", "update", "delete"}
+    assert sorted(bound) == sorted(watched(docs)), "the watched namespaces' rights are the default's"
+
+
 def test_the_default_install_is_namespaced(default_install: list[dict[str, Any]], tenant: str) -> None:
     assert "" not in grants(default_install), "nothing cluster-wide"
     namespace = next(d for d in default_install if d["kind"] == "Namespace" and d["metadata"]["name"] == tenant)

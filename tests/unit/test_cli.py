@@ -38,6 +38,12 @@ def test_rbac_without_tls_stops_the_start(capsys: pytest.CaptureFixture[str]) ->
     assert "--metrics-require-rbac needs --metrics-secure" in capsys.readouterr().err
 
 
+def test_sharding_with_leader_election_stops_the_start(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("--sharding", "--leader-elect") == 2
+    err = capsys.readouterr().err
+    assert "--sharding and --leader-elect exclude each other" in err and "Traceback" not in err
+
+
 def test_ignored_zap_flags_are_named_in_a_warning(capsys: pytest.CaptureFixture[str]) -> None:
     assert run("--zap-devel", "--zap-time-encoding=epoch") == 2
     err = capsys.readouterr().err

@@ -228,3 +228,26 @@ def test_bad_upstream_flag_values_are_refused(argv: list[str], capsys: pytest.Ca
     with pytest.raises(SystemExit):
         parse(*argv)
     assert argv[0].split("=")[0] in capsys.readouterr().err
+
+
+def test_sharding_is_off_by_default_and_its_lease_defaults_to_upstreams_15s() -> None:
+    cfg = config()
+    assert (cfg.sharding, cfg.sharding_lease_duration) == (False, 15.0)
+    cfg = config("--sharding", "--sharding-lease-duration=3s")
+    assert (cfg.sharding, cfg.sharding_lease_duration) == (True, 3.0)
+
+
+def test_sharding_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYBRID_OPERATOR_SHARDING", "true")
+    assert config().sharding is True
+    assert config("--sharding=false").sharding is False
+
+
+def test_sharding_and_leader_election_exclude_each_other() -> None:
+    with pytest.raises(ConfigError, match="--sharding and --leader-elect exclude each other"):
+        config("--sharding", "--leader-elect")
+
+
+def test_a_sharding_lease_under_a_second_is_refused() -> None:
+    with pytest.raises(ConfigError, match="--sharding-lease-duration"):
+        config("--sharding", "--sharding-lease-duration=500ms")
