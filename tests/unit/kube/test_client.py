@@ -55,6 +55,7 @@ def test_run_with_a_bad_kubeconfig_exits_2_with_one_line(tmp_path: Path) -> None
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("clusters: [unclosed\n", encoding="utf-8")
     argv = ["run", "--kubeconfig", str(kubeconfig), "--metrics-bind-address", "0", "--health-probe-bind-address", "0"]
+    argv += ["--user-metrics-bind-address", "0"]  # another operator on this machine may hold localhost:5050
     proc = subprocess.run(
         [sys.executable, "-m", "hybrid_operator", *argv, "--watches-file", str(ROOT / "watches.yaml")],
         capture_output=True,
