@@ -41,6 +41,9 @@ class Contender:
     side: str  # "ours" or "peer"
     executor: str = ""
     module_server: bool = False
+    # Ours: the Foo watch declares watchDependentStatusChanges, as the project's watches.yaml does (a
+    # Deployment's status wakes its Foo); off, the foo role's timed requeue reads it (the peer's way).
+    status_wake: bool = False
 
     @property
     def slug(self) -> str:
@@ -53,9 +56,10 @@ class Contender:
 
 
 CONTENDERS: dict[str, Contender] = {
-    "runner": Contender("runner", "ours", "runner", False),
-    "runner+modserver": Contender("runner+modserver", "ours", "runner", True),
-    "warm": Contender("warm", "ours", "warm", True),
+    "runner": Contender("runner", "ours", "runner", False, status_wake=True),
+    "runner+modserver": Contender("runner+modserver", "ours", "runner", True, status_wake=True),
+    "warm": Contender("warm", "ours", "warm", True, status_wake=True),
+    "warm-poll": Contender("warm-poll", "ours", "warm", True),
     "peer": Contender("peer", "peer"),
 }
 BASELINE = "runner"
