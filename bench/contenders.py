@@ -46,6 +46,9 @@ class Contender:
     executor: str = ""
     module_server: bool = False
     replicas: int = 0  # > 0: that many replicas with --sharding, each pinned to a CPU of its own
+    # Ours: the Foo watch declares watchDependentStatusChanges, as the project's watches.yaml does (a
+    # Deployment's status wakes its Foo); off, the foo role's timed requeue reads it (the peer's way).
+    status_wake: bool = False
 
     @property
     def slug(self) -> str:
@@ -58,12 +61,13 @@ class Contender:
 
 
 CONTENDERS: dict[str, Contender] = {
-    "runner": Contender("runner", "ours", "runner", False),
-    "runner+modserver": Contender("runner+modserver", "ours", "runner", True),
-    "warm": Contender("warm", "ours", "warm", True),
+    "runner": Contender("runner", "ours", "runner", False, status_wake=True),
+    "runner+modserver": Contender("runner+modserver", "ours", "runner", True, status_wake=True),
+    "warm": Contender("warm", "ours", "warm", True, status_wake=True),
+    "warm-poll": Contender("warm-poll", "ours", "warm", True),
     "peer": Contender("peer", "peer"),
-    "warm-sharded-1": Contender("warm-sharded-1", "ours", "warm", True, replicas=1),
-    "warm-sharded-2": Contender("warm-sharded-2", "ours", "warm", True, replicas=2),
+    "warm-sharded-1": Contender("warm-sharded-1", "ours", "warm", True, replicas=1, status_wake=True),
+    "warm-sharded-2": Contender("warm-sharded-2", "ours", "warm", True, replicas=2, status_wake=True),
 }
 BASELINE = "runner"
 PEER = "peer"

@@ -1,13 +1,16 @@
 """How long one reconcile run takes: ansible-runner (``RunnerExecutor``) against forks of a warm Ansible
 (``WarmExecutor``), in this process. Prints numbers; never passes or fails.
 
-    .venv/bin/python bench/executors.py [--runs 30] [--parallel 1] [--role trivial|modules]
-        [--executors runner,runner+modserver,warm-plain,warm] [--warm-up zygote|child]
+    .venv/bin/python bench/executors.py [--runs 30] [--parallel 1] [--role trivial|modules|foo]
+        [--executors runner,runner+modserver,warm-plain,warm-forked,warm] [--warm-up zygote|child]
 
+``--role foo`` runs ``roles/foo`` on a new Foo per run (its first reconcile, as after a create; needs
+``$KUBECONFIG`` and ``kubectl``: the CRD is applied and the Foos are made in a namespace of their own).
 ``--role trivial`` is one ``debug`` task; ``--role modules`` is three module tasks (``stat``, ``command``
 and, when ``$KUBECONFIG`` is set, ``kubernetes.core.k8s_info``), which compares the ways a module can
 run: a new interpreter per task (``runner``, ``warm-plain``), a fork of the module server
-(``runner+modserver``), a fork of Ansible's own worker (``warm``, the default executor).
+(``runner+modserver``), a fork of Ansible's own worker (``warm-forked``), a fork of the run's own
+process, which runs its tasks without a worker fork (``warm``, the default executor).
 
 Per executor: median and p90 latency of one ``run()`` (private data dir, Ansible, events, artifacts),
 throughput, and CPU seconds per run (this process's whole tree from /proc, the zygote and the runs it
@@ -19,16 +22,21 @@ child`` starts the zygote of ``bench/zygotes.py``, which warms up in a forked ch
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from hybrid_operator.ansible import inline
 from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import ExecutorSettings, RunnerExecutor, RunRequest
 from hybrid_operator.ansible.warm import SERVER, START_TIMEOUT, WarmExecutor
@@ -36,6 +44,8 @@ from hybrid_operator.ansible.warm import SERVER, START_TIMEOUT, WarmExecutor
 if not __package__:  # run as ``python bench/executors.py``: the repository root holds the ``bench`` package
     sys.path.append(str(Path(__file__).resolve().parent.parent))
 from bench import procs, zygotes
+
+ROOT = Path(__file__).resolve().parent.parent
 
 TRIVIAL_ROLE = """---
 - name: Say hello
@@ -87,16 +97,60 @@ MODULES_ROLE = """---
     name: default
   when: lookup('ansible.builtin.env', 'K8S_AUTH_KUBECONFIG') | length > 0
 """
-EXECUTORS = {  # name -> (warm executor?, module_server setting)
-    "runner": (False, False),
-    "runner+modserver": (False, True),
-    "warm-plain": (True, False),
-    "warm": (True, True),
+EXECUTORS = {  # name -> (warm executor?, module_server setting, tasks in-process?)
+    "runner": (False, False, False),
+    "runner+modserver": (False, True, False),
+    "warm-plain": (True, False, True),
+    "warm-forked": (True, True, False),  # every task forks Ansible's worker, as before ``inline``
+    "warm": (True, True, True),
 }
 ROLE = "trivial"
 
 
-def request(i: int) -> RunRequest:
+FOO_NAMESPACE = "hyop-bench-executors"
+FOOS: dict[str, list[dict[str, Any]]] = {}  # executor name -> a new Foo per run, made by ``make_foos``
+
+
+def kubectl(*args: str, stdin: str | None = None) -> str:
+    done = subprocess.run(["kubectl", *args], input=stdin, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def make_foos(executor: str, count: int) -> None:
+    """``count`` new Foos for ``executor``'s runs (each run is a Foo's first reconcile, as after a create)."""
+    kubectl("apply", "-f", str(ROOT / "deploy" / "crds" / "foo.yaml"))
+    kubectl("wait", "--for=condition=Established", "crd/foos.samplecontroller.k8s.io", "--timeout=60s")
+    with contextlib.suppress(subprocess.CalledProcessError):
+        kubectl("create", "namespace", FOO_NAMESPACE)
+    names = [f"{executor}-{i}" for i in range(count)]
+    items = [
+        {
+            "apiVersion": "samplecontroller.k8s.io/v1alpha1",
+            "kind": "Foo",
+            "metadata": {"name": name, "namespace": FOO_NAMESPACE},
+            "spec": {"deploymentName": f"{name}-web", "replicas": 1},
+        }
+        for name in names
+    ]
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    found = json.loads(kubectl("get", "foos", "-n", FOO_NAMESPACE, "-o", "json"))["items"]
+    by_name = {foo["metadata"]["name"]: foo for foo in found}
+    FOOS[executor] = [by_name[name] for name in names]
+
+
+def request(i: int, executor: str = "") -> RunRequest:
+    if ROLE == "foo":
+        obj = FOOS[executor][i]
+        env = {"K8S_AUTH_KUBECONFIG": os.environ["KUBECONFIG"]}
+        return RunRequest(
+            run_id=f"run{i:05d}",
+            group="samplecontroller.k8s.io",
+            version="v1alpha1",
+            kind="Foo",
+            obj=obj,
+            role="foo",
+            env=env,
+        )
     obj = {"apiVersion": "bench.example.com/v1", "kind": "Bench", "metadata": {"name": f"obj{i % 8}", "namespace": "b"}}
     env = {"K8S_AUTH_KUBECONFIG": os.environ["KUBECONFIG"]} if os.environ.get("KUBECONFIG") else {}
     return RunRequest(
@@ -122,7 +176,7 @@ def measure(name: str, executor: RunnerExecutor | WarmExecutor, runs: int, paral
             if i is None:
                 return
             started = time.monotonic()
-            result = executor.run(request(i))
+            result = executor.run(request(i, name))
             with lock:
                 latencies.append(time.monotonic() - started)
                 results.append(result)
@@ -146,7 +200,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=30, help="runs per executor (default 30)")
     parser.add_argument("--parallel", type=int, default=1, help="worker threads calling run() at once")
     parser.add_argument("--warm-up", choices=("zygote", "child"), default="zygote", help="see bench/zygotes.py")
-    parser.add_argument("--role", choices=("trivial", "modules"), default="trivial", help="what each run does")
+    parser.add_argument("--role", choices=("trivial", "modules", "foo"), default="trivial", help="what each run does")
     parser.add_argument("--executors", default="runner,warm", help=f"comma-separated, of {', '.join(EXECUTORS)}")
     args = parser.parse_args()
     names = [n for n in args.executors.split(",") if n]
@@ -166,10 +220,15 @@ def main() -> int:
         measured: dict[str, Numbers] = {}
         server = zygotes.SERVER if args.warm_up == "child" else SERVER
         for name in names:
-            warm, module_server = EXECUTORS[name]
+            warm, module_server, inline_tasks = EXECUTORS[name]
+            os.environ[inline.DISABLE_ENV] = "1" if inline_tasks else "0"  # read when the zygote starts
             settings = ExecutorSettings(
-                artifacts_root=scratch / name, roles_paths=(scratch / "roles",), module_server=module_server
+                artifacts_root=scratch / name,
+                roles_paths=(scratch / "roles", ROOT / "roles"),
+                module_server=module_server,
             )
+            if ROLE == "foo":
+                make_foos(name, args.runs)
             executor: RunnerExecutor | WarmExecutor
             if warm:
                 started = time.monotonic()
@@ -194,6 +253,9 @@ def main() -> int:
         print(f"load average now {os.getloadavg()[0]:.1f}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        if ROLE == "foo":
+            with contextlib.suppress(subprocess.CalledProcessError):
+                kubectl("delete", "namespace", FOO_NAMESPACE, "--wait=false")
     return 0
 
 

@@ -84,14 +84,19 @@ def foo_body(name: str, replicas: int = 1) -> Obj:
     }
 
 
-def watches_file(tools: Tools, kinds: tuple[Kind, ...]) -> Path:
-    """A watches.yaml for these kinds with absolute role paths (the peer needs them)."""
+def watches_file(tools: Tools, kinds: tuple[Kind, ...], status_wake: bool = False) -> Path:
+    """A watches.yaml for these kinds with absolute role paths (the peer needs them); ``status_wake``: the
+    Foo watch declares ``watchDependentStatusChanges``, as the project's watches.yaml does."""
     roles = {
         TRIVIAL: ROOT / "bench" / "projects" / "trivial" / "roles" / "trivial",
         FOO: ROOT / "roles" / "foo",
     }
-    path = tools.work / ("watches-" + "-".join(k.plural for k in kinds) + ".yaml")
-    entries = [f"- version: {k.version}\n  group: {k.group}\n  kind: {k.kind}\n  role: {roles[k]}\n" for k in kinds]
+    path = tools.work / ("watches-" + "-".join(k.plural for k in kinds) + ("-wake" if status_wake else "") + ".yaml")
+    wake = "  watchDependentStatusChanges: true\n" if status_wake else ""
+    entries = [
+        f"- version: {k.version}\n  group: {k.group}\n  kind: {k.kind}\n  role: {roles[k]}\n{wake if k == FOO else ''}"
+        for k in kinds
+    ]
     path.write_text("---\n" + "".join(entries))
     return path
 
@@ -136,7 +141,11 @@ def operator(ctx: Context, contender: Contender, scenario: str, kinds: tuple[Kin
     ctx.cluster.create_namespace(namespace, ctx.run_id)
     ctx.namespaces.append(namespace)
     running = Running.start(
-        contender, ctx.tools, watches_file(ctx.tools, kinds), namespace, f"{contender.slug}-{scenario}"
+        contender,
+        ctx.tools,
+        watches_file(ctx.tools, kinds, contender.status_wake),
+        namespace,
+        f"{contender.slug}-{scenario}",
     )
     try:
         running.wait_ready()

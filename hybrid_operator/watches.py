@@ -36,6 +36,7 @@ KNOWN_FIELDS = {
     "watchDependentResources",
     "watchClusterScopedResources",
     "watchAnnotationsChanges",
+    "watchDependentStatusChanges",
     "snakeCaseParameters",
     "markUnsafe",
     "maxRunnerArtifacts",
@@ -94,6 +95,9 @@ class Watch:
     watch_dependent_resources: bool = True
     watch_cluster_scoped_resources: bool = False
     watch_annotations_changes: bool = False
+    # A dependent's status change (a Deployment's availableReplicas) wakes this owner: for roles that read
+    # their children's status. Off, status churn wakes nobody (no reconcile storms).
+    watch_dependent_status_changes: bool = False
     snake_case_parameters: bool = True
     mark_unsafe: bool = True  # operator-sdk defaults to false; CR data is never a template here
     max_runner_artifacts: int = 20
@@ -233,6 +237,7 @@ def _parse_entry(path: Path, index: int, raw: object, base_dirs: Sequence[Path],
         watch_dependent_resources=entry.boolean("watchDependentResources", True),
         watch_cluster_scoped_resources=entry.boolean("watchClusterScopedResources", False),
         watch_annotations_changes=entry.boolean("watchAnnotationsChanges", False),
+        watch_dependent_status_changes=entry.boolean("watchDependentStatusChanges", False),
         snake_case_parameters=entry.boolean("snakeCaseParameters", True),
         mark_unsafe=entry.boolean("markUnsafe", True),
         max_runner_artifacts=max_artifacts,

@@ -4,7 +4,8 @@
 environment every run shares already in place: Ansible reads its configuration once, when it is imported,
 so nothing per-run may be in it. The zygote checks the ansible-core version, imports Ansible, runs the
 warm-up playbook (``selftest.PLAYBOOK``) **in itself**, on Ansible's normal path (the executor's self-test
-compares a forked run with it), installs the module hooks (``inworker``), and then serves the executor
+compares a forked run with it), installs the module hooks (``inworker``) and the in-process task path
+(``inline``), and then serves the executor
 over the socket it inherited (``protocol``). For each run it ``fork()``s a child that becomes that run's
 ``ansible-playbook``: new session, the run's working directory, environment and output file
 (``forking``), Ansible's process-wide state reset (``compat``), then ``PlaybookCLI`` and ``os._exit``.
@@ -41,7 +42,7 @@ import traceback
 import warnings
 from dataclasses import dataclass, field
 
-from hybrid_operator.ansible import compat, forking, inworker, protocol
+from hybrid_operator.ansible import compat, forking, inline, inworker, protocol
 from hybrid_operator.ansible.reaping import KILL_GRACE, kill, terminate
 from hybrid_operator.privatedirs import new_temp_dir
 
@@ -129,9 +130,10 @@ class ZygoteServer:
 
     warms_up_in_itself = True  # the warm-up fills Ansible's private state here (a benchmark variant does not)
 
-    def __init__(self, sock: socket.socket, modules_in_worker: bool = False) -> None:
+    def __init__(self, sock: socket.socket, modules_in_worker: bool = False, inline_tasks: bool = False) -> None:
         self.sock = sock
         self.modules_in_worker = modules_in_worker
+        self.inline_tasks = inline_tasks
         self.running: dict[int, _Running] = {}
         self._reader = protocol.LineReader()
         self._wake_r, self._wake_w = os.pipe()
@@ -161,6 +163,8 @@ class ZygoteServer:
             in_worker, why = not problems, "; ".join(problems)
             if in_worker:
                 inworker.preload()
+        if self.inline_tasks and (problems := inline.install()):  # each task forks a worker, as usual
+            print(f"zygote: tasks fork Ansible's worker: {'; '.join(problems)}", file=sys.stderr)
         gc.collect()
         problems = compat.private_state_problems(populated=self.warms_up_in_itself)
         if problems:
@@ -312,8 +316,10 @@ def main(argv: list[str] | None = None, server: type[ZygoteServer] = ZygoteServe
     parser = argparse.ArgumentParser(prog="python -m hybrid_operator.ansible.zygote")
     parser.add_argument("--fd", type=int, required=True, help="the inherited socket to the executor")
     parser.add_argument("--modules-in-worker", action="store_true", help="run modules in Ansible's workers")
+    parser.add_argument("--inline-tasks", action="store_true", help="run local tasks without a worker fork")
     args = parser.parse_args(argv)
-    zygote = server(socket.socket(fileno=args.fd), modules_in_worker=args.modules_in_worker)
+    sock = socket.socket(fileno=args.fd)
+    zygote = server(sock, modules_in_worker=args.modules_in_worker, inline_tasks=args.inline_tasks)
     try:
         zygote.start()
     except Exception as exc:

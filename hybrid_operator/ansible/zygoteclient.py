@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hybrid_operator.ansible import protocol
+from hybrid_operator.ansible import inline, protocol
 from hybrid_operator.ansible.reaping import KILL_GRACE, kill, terminate
 from hybrid_operator.privatedirs import ensure_private_dir
 
@@ -72,6 +73,8 @@ class ZygoteClient:
         cwd = ensure_private_dir(self.home / "cwd")  # empty: an ansible.cfg in the operator's dir is not read
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         flags = ["--modules-in-worker"] if self.modules_in_worker else []
+        if os.environ.get(inline.DISABLE_ENV) != "0":
+            flags.append("--inline-tasks")
         with (self.home / "zygote.log").open("ab") as log_file:
             self.proc = subprocess.Popen(
                 [sys.executable, "-P", *self.server, "--fd", str(theirs.fileno()), *flags],

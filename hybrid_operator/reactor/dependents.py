@@ -11,6 +11,11 @@ No reconcile storms (operator-sdk#3950, #4906): creations are ignored (the role 
 update counts only when it changes what a person declared: the generation for kinds that have one, else
 the object without its status and bookkeeping metadata. A role that writes a child with the same
 content wakes nobody.
+
+A role that reads its children's status (the foo role reports its Deployment's ``availableReplicas``)
+declares it with ``watchDependentStatusChanges``: then a change of a child's ``status`` wakes that owner
+too, instead of the owner polling with a timed requeue. Only owners that declare it are woken; status
+churn nobody reads still wakes nobody.
 """
 
 from __future__ import annotations
@@ -102,19 +107,27 @@ class DependentWatches:
         log.info("watching dependent %s to keep owners converged", gvk)
 
     def _handle(self, event_type: str, old: KubeObject | None, new: KubeObject) -> None:
-        if event_type == "ADDED" or (event_type == "MODIFIED" and (old is None or not significant_change(old, new))):
+        if event_type == "ADDED":
             return
-        for key in self.owners_of(new):
+        if event_type == "MODIFIED" and (old is None or not significant_change(old, new)):
+            if old is None or old.get("status") == new.get("status"):
+                return
+            keys = self.owners_of(new, status_readers_only=True)  # a status change: only owners that read it
+        else:
+            keys = self.owners_of(new)
+        for key in keys:
             self.queue.add(key, priority=PRIORITY_CHANGE)
 
-    def owners_of(self, obj: KubeObject) -> list[Key]:
+    def owners_of(self, obj: KubeObject, status_readers_only: bool = False) -> list[Key]:
+        """The owners to reconcile for a change of ``obj``; with ``status_readers_only``, only those whose
+        watch has ``watchDependentStatusChanges``."""
         meta = obj.get("metadata") or {}
         keys = []
         for ref in meta.get("ownerReferences") or []:
             # Any owner reference of a watched kind, controller or not, as upstream's EnqueueRequestForOwner:
             # children made by operator-sdk (which sets no controller flag) keep their owners.
             watch = self._by_owner_kind.get((ref.get("apiVersion"), ref.get("kind")))
-            if watch is not None and watch.watch_dependent_resources:
+            if watch is not None and self._wakes(watch, status_readers_only):
                 keys.append(Key(str(watch.gvk), str(meta.get("namespace") or ""), str(ref.get("name"))))
         annotations = meta.get("annotations") or {}
         primary, primary_type = annotations.get(PRIMARY_RESOURCE), annotations.get(PRIMARY_RESOURCE_TYPE)
@@ -122,6 +135,10 @@ class DependentWatches:
             kind, _, group = str(primary_type).partition(".")
             watch = self._by_kind_group.get((kind, group))
             namespace, _, name = str(primary).rpartition("/")
-            if watch is not None and watch.watch_dependent_resources and name:
+            if watch is not None and self._wakes(watch, status_readers_only) and name:
                 keys.append(Key(str(watch.gvk), namespace, name))
         return keys
+
+    @staticmethod
+    def _wakes(watch: Watch, status_readers_only: bool) -> bool:
+        return watch.watch_dependent_resources and (watch.watch_dependent_status_changes or not status_readers_only)

@@ -16,7 +16,10 @@ G, V, P = "samplecontroller.k8s.io", "v1alpha1", "foos"
 def foo_watches(tmp_path: Path) -> Path:
     """The shipped watches.yaml, Foo entry only (the VirtualMachine entry needs a cloud)."""
     path = tmp_path / "watches.yaml"
-    path.write_text(f"- version: {V}\n  group: {G}\n  kind: Foo\n  role: {ROOT / 'roles' / 'foo'}\n")
+    path.write_text(
+        f"- version: {V}\n  group: {G}\n  kind: Foo\n  role: {ROOT / 'roles' / 'foo'}\n"
+        "  watchDependentStatusChanges: true\n"
+    )
     return path
 
 
@@ -150,3 +153,12 @@ def test_a_converged_foo_reconciles_with_no_changes(operator, objects: Objects, 
         return result if result.get("changed") == 0 else None
 
     wait_until(rerun, 60, "a run with changed=0")
+
+
+def test_a_deployments_status_wakes_its_foo(operator, objects: Objects, foo_watches: Path) -> None:
+    """watchDependentStatusChanges: availableReplicas reaches the Foo when the Deployment's status changes,
+    not at the role's timed requeue (an hour away here)."""
+    foo_watches.write_text(foo_watches.read_text() + "  vars:\n    foo_requeue_after: 1h\n")
+    operator(foo_watches)
+    objects.create(G, V, P, foo("woken", "woken-web", 2))
+    wait_until(lambda: available(objects, "woken", 2), 60, "availableReplicas 2 without the timed requeue")

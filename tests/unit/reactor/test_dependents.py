@@ -67,3 +67,27 @@ def test_a_read_object_belongs_to_the_owner_kind_by_reference_or_annotation() ->
     assert not owned_by_kind(deployment(ownerReferences=[{**ref, "apiVersion": "cache.example.com/v2"}]), OWNER)
     assert not owned_by_kind({"metadata": "junk"}, OWNER)
     assert not owned_by_kind(deployment(ownerReferences="junk", annotations=["junk"]), OWNER)
+
+
+def _queued(queue: WorkQueue) -> list[Key]:
+    keys = []
+    while (key := queue.get(timeout=0)) is not None:
+        keys.append(key)
+        queue.done(key)
+    return keys
+
+
+def test_a_status_change_wakes_only_owners_that_read_their_childrens_status() -> None:
+    """``watchDependentStatusChanges``: a Deployment's availableReplicas wakes a Foo that declared it;
+    without it, status churn wakes nobody (no storms)."""
+    readers = Watch(gvk=MEMCACHED.gvk, target=MEMCACHED.target, watch_dependent_status_changes=True)
+    ref = {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "name": "m", "uid": "u"}
+    old = {**deployment(ownerReferences=[ref], generation=1), "status": {"availableReplicas": 0}}
+    new = {**old, "status": {"availableReplicas": 1}}
+    for watch, expected in ((readers, [Key(str(MEMCACHED.gvk), "ns1", "m")]), (MEMCACHED, [])):
+        queue = WorkQueue(global_limit=1, per_kind_limits={})
+        watches = DependentWatches(None, queue, [watch], (), threading.Event())  # type: ignore[arg-type]
+        watches._handle("MODIFIED", old, new)
+        assert _queued(queue) == expected
+        watches._handle("MODIFIED", old, {**old})  # nothing changed at all: nobody, declared or not
+        assert _queued(queue) == []

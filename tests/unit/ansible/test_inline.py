@@ -1,0 +1,103 @@
+"""The in-process task path (``inline``): which tasks it takes, and that ansible-core still has the shape
+``compat.run_task_inline`` mirrors. The end-to-end comparison with ansible-runner is in
+``tests/integration/test_warm_executor.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hybrid_operator.ansible import compat, inline
+
+_PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Where this task runs
+      ansible.builtin.debug:
+        msg: "pid {{ lookup('ansible.builtin.pipe', 'echo $PPID') }}"
+    - name: A loop with a register
+      ansible.builtin.set_fact:
+        seen: "{{ (seen | default([])) + [item] }}"
+      loop: [1, 2, 3]
+      changed_when: true
+      notify: Say it
+    - name: A host added at run time (needs the strategy while it runs)
+      ansible.builtin.add_host:
+        name: other
+        groups: added
+        ansible_connection: local
+    - name: A group made at run time
+      ansible.builtin.group_by:
+        key: "made_{{ seen | length }}"
+  handlers:
+    - name: Say it
+      ansible.builtin.debug:
+        msg: "seen {{ seen }}"
+
+- hosts: made_3
+  gather_facts: false
+  tasks:
+    - name: In the group made at run time
+      ansible.builtin.debug:
+        msg: "in made_3"
+"""
+
+_RUN = """
+import os, sys
+print("controller", os.getpid(), flush=True)
+from hybrid_operator.ansible import compat, inline
+if sys.argv[1] == "inline":
+    assert inline.install() == []
+sys.exit(compat.run_playbook(["ansible-playbook", sys.argv[2]]))
+"""
+
+
+def test_local_tasks_run_here_and_the_others_keep_their_worker() -> None:
+    assert inline.runs_here("ansible.builtin.debug", "local", delegated=False)
+    assert inline.runs_here("kubernetes.core.k8s", "local", delegated=False)
+    assert not inline.runs_here("ansible.builtin.debug", "ssh", delegated=False)
+    assert not inline.runs_here("ansible.builtin.debug", "local", delegated=True)
+    for action in ("add_host", "ansible.builtin.group_by", "ansible.legacy.pause"):
+        assert not inline.runs_here(action, "local", delegated=False)
+
+
+def test_the_installed_ansible_core_has_the_shape_or_says_why_not() -> None:
+    major, minor, _full = compat.ansible_version()
+    problems = compat.inline_task_problems()
+    if (major, minor) in compat._INLINE_MINORS:
+        assert problems == []
+    else:
+        assert problems and "worker differs" in problems[0]
+
+
+def _play(tmp_path: Path, mode: str) -> tuple[str, str]:
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(_PLAYBOOK, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", _RUN, mode, str(playbook)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    controller = done.stdout.splitlines()[0].split()[1]
+    return controller, done.stdout
+
+
+@pytest.mark.skipif(bool(compat.inline_task_problems()), reason="this ansible-core keeps the worker fork")
+def test_a_playbook_gives_the_same_output_in_process(tmp_path: Path) -> None:
+    controller, inline_out = _play(tmp_path, "inline")
+    forked_controller, forked_out = _play(tmp_path, "forked")
+    assert f'"msg": "pid {controller}"' in inline_out  # the task ran in the playbook's own process
+    assert f'"msg": "pid {forked_controller}"' not in forked_out  # ... and in a worker without the hook
+    assert "seen [1, 2, 3]" in inline_out and "in made_3" in inline_out
+    strip = [line for line in inline_out.splitlines()[1:] if "pid " not in line]
+    assert strip == [line for line in forked_out.splitlines()[1:] if "pid " not in line]
