@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +18,26 @@ import openstack.connection
 import openstack.exceptions
 import pytest
 import yaml
-from kubernetes.client.rest import ApiException
 
-from tests.integration.conftest import ROOT, Objects, condition, wait_until
+from tests.integration.conftest import Objects, condition, wait_until
 
 from .conftest import CloudConfig
+from .vms import (
+    FINALIZER,
+    SETTLE,
+    UID_KEY,
+    G,
+    P,
+    V,
+    active,
+    delete_and_wait,
+    reasons,
+    servers_of,
+    status,
+    vm,
+    wait_status,
+    watches,
+)
 
 pytestmark = [
     pytest.mark.integration,
@@ -31,83 +45,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::openstack.warnings.OpenStackWarning"),
     pytest.mark.filterwarnings("ignore::PendingDeprecationWarning:openstack"),
 ]
-
-G, V, P = "cloudnative.tw", "v1alpha1", "virtualmachines"
-FINALIZER = "cloudnative.tw/finalizer"
-UID_KEY, NAMESPACE_KEY = "hybrid-operator:uid", "hybrid-operator:namespace"
-# Generous: a run does several OpenStack calls, and CI machines are small and busy.
-SETTLE = 300
-
-
-def watches(tmp_path: Path, period: str = "60s") -> Path:
-    """The VirtualMachine entry of the shipped watches.yaml, with the role by path and our period."""
-    entries = yaml.safe_load((ROOT / "watches.yaml").read_text())
-    entry = next(e for e in entries if e["group"] == G and e["kind"] == "VirtualMachine")
-    assert entry["finalizer"] == {"name": FINALIZER, "vars": {"state": "absent"}}
-    path = tmp_path / "watches.yaml"
-    path.write_text(yaml.safe_dump([{**entry, "role": str(ROOT / "roles" / entry["role"]), "reconcilePeriod": period}]))
-    return path
-
-
-def vm(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{G}/{V}",
-        "kind": "VirtualMachine",
-        "metadata": {"name": name},
-        "spec": {"resource": {"cpu": 1, "memory": "512Mi", "rootDisk": "1Gi"}, "image": "cirros", **spec},
-    }
-
-
-def status(objects: Objects, name: str) -> dict[str, Any]:
-    return ((objects.get(G, V, P, name) or {}).get("status")) or {}
-
-
-def wait_status(objects: Objects, name: str, check: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
-    return wait_until(lambda: (lambda s: s if check(s) else None)(status(objects, name)), SETTLE, f"{name}: {what}")
-
-
-def active(objects: Objects, name: str, state: str = "ACTIVE") -> dict[str, Any]:
-    return wait_status(
-        objects,
-        name,
-        lambda s: s.get("phase") == "Active" and (s.get("server") or {}).get("state") == state,
-        f"phase Active, server {state}",
-    )
-
-
-def servers_of(conn: openstack.connection.Connection, namespace: str) -> list[Any]:
-    return [s for s in conn.compute.servers() if (s.metadata or {}).get(NAMESPACE_KEY) == namespace]
-
-
-def reasons(objects: Objects, name: str) -> set[str]:
-    return {e.reason for e in objects.events(name)}
-
-
-def delete_and_wait(objects: Objects, *names: str) -> None:
-    for name in names:
-        objects.delete(G, V, P, name)
-    for name in names:
-        wait_until(lambda n=name: objects.get(G, V, P, n) is None, SETTLE, f"{name} deleted")
-
-
-@pytest.fixture
-def cloud(openstack_cloud: CloudConfig) -> openstack.connection.Connection:
-    return openstack_cloud.connect()
-
-
-@pytest.fixture
-def cleanup(operator: Any, objects: Objects, namespace: str, cloud: openstack.connection.Connection) -> Iterator[None]:
-    """After the test (before the operator stops): nothing of this namespace left in cloud or cluster."""
-    yield
-    for item in objects.custom.list_namespaced_custom_object(G, V, namespace, P)["items"]:
-        name = item["metadata"]["name"]
-        try:
-            objects.delete(G, V, P, name)
-            wait_until(lambda n=name: objects.get(G, V, P, n) is None, 120, f"{name} deleted by the operator")
-        except (AssertionError, ApiException):
-            objects.patch(G, V, P, name, {"metadata": {"finalizers": None}})
-    for server in servers_of(cloud, namespace):
-        cloud.compute.delete_server(server, ignore_missing=True)
 
 
 def test_lifecycle_create_stop_start_resize_delete(
