@@ -8,7 +8,8 @@ after a NAT entry is lost. ``cut`` is a partition that says so: every connection
 closed as soon as they arrive, until ``heal``.
 
 ``Bed`` drives ``hack/local-cluster.sh restart|kill|up|compact`` on the bed the tests run on; it exists only
-when ``KUBECONFIG`` is that bed's (see ``local_bed``).
+when ``KUBECONFIG`` is that bed's (see ``local_bed``). ``descendants`` and ``running`` follow the processes a
+killed operator leaves behind.
 """
 
 from __future__ import annotations
@@ -147,3 +148,28 @@ def local_bed(script: Path, kubeconfig: str) -> Bed | None:
     if not ours or Path(ours).resolve() != Path(kubeconfig).resolve():
         return None
     return Bed(script, env)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` now (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def running(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

@@ -8,6 +8,9 @@ session unless ``LOCAL_CLOUD_KEEP=1``; one that was already running is left alon
 Tests get a plain project user (cloud ``local`` of the local cloud), as the operator should run; the
 admin cloud (``local-admin``) is there for checks a member cannot make, and is None on a user's cloud
 unless ``OS_ADMIN_CLOUD`` names one in the same clouds.yaml.
+
+``cloud`` is a project user's openstacksdk connection straight to the cloud (never through a test's fault
+proxy); ``cleanup`` deletes, after a test, whatever VirtualMachine and server of its namespace are left.
 """
 
 from __future__ import annotations
@@ -17,11 +20,16 @@ import subprocess
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import openstack.config
 import openstack.connection
 import pytest
+from kubernetes.client.rest import ApiException
+
+from tests.integration.conftest import Objects, wait_until
+
+from .vms import G, P, V, servers_of
 
 ROOT = Path(__file__).resolve().parents[3]
 LOCAL_CLOUD = ROOT / "hack" / "local-cloud.sh"
@@ -68,3 +76,23 @@ def openstack_cloud() -> Iterator[CloudConfig]:
     yield CloudConfig(Path(proc.stdout.strip().splitlines()[-1]), "local", "local-admin")
     if not was_running and os.environ.get("LOCAL_CLOUD_KEEP") != "1":
         subprocess.run([str(LOCAL_CLOUD), "down"], capture_output=True, check=False)
+
+
+@pytest.fixture
+def cloud(openstack_cloud: CloudConfig) -> openstack.connection.Connection:
+    return openstack_cloud.connect()
+
+
+@pytest.fixture
+def cleanup(operator: Any, objects: Objects, namespace: str, cloud: openstack.connection.Connection) -> Iterator[None]:
+    """After the test (before the operator stops): nothing of this namespace left in cloud or cluster."""
+    yield
+    for item in objects.custom.list_namespaced_custom_object(G, V, namespace, P)["items"]:
+        name = item["metadata"]["name"]
+        try:
+            objects.delete(G, V, P, name)
+            wait_until(lambda n=name: objects.get(G, V, P, n) is None, 120, f"{name} deleted by the operator")
+        except (AssertionError, ApiException):
+            objects.patch(G, V, P, name, {"metadata": {"finalizers": None}})
+    for server in servers_of(cloud, namespace):
+        cloud.compute.delete_server(server, ignore_missing=True)
