@@ -14,6 +14,9 @@ plugins patch the API directly), upstream's event plugin on PYTHONPATH (``peer``
 otherwise, ANSIBLE_GATHERING=explicit: our operator never gathers facts a role did not ask for, and
 this is upstream's switch to do the same.
 
+``warm-cache`` is ``warm`` with ``--proxy-cache-reads=true``: the runs' reads of kinds the operator watches
+(a Foo's Deployment) are answered from its informers' caches.
+
 ``warm-sharded-N`` is ``warm`` as N replicas with ``--sharding`` (their ring's Leases in the contender's
 namespace), replica i pinned to CPU i with ``taskset -c`` so that each has a core of its own: what
 scaling out buys, measured. The figures (CPU, runs) are summed over the replicas.
@@ -49,6 +52,7 @@ class Contender:
     # Ours: the Foo watch declares watchDependentStatusChanges, as the project's watches.yaml does (a
     # Deployment's status wakes its Foo); off, the foo role's timed requeue reads it (the peer's way).
     status_wake: bool = False
+    cache_reads: bool = False  # ours: --proxy-cache-reads=true (runs' reads of watched kinds from the cache)
 
     @property
     def slug(self) -> str:
@@ -57,7 +61,8 @@ class Contender:
     def flags(self) -> list[str]:
         if self.side != "ours":
             return []
-        return ["--executor", self.executor, "--module-server", "true" if self.module_server else "false"]
+        flags = ["--executor", self.executor, "--module-server", "true" if self.module_server else "false"]
+        return [*flags, "--proxy-cache-reads=true"] if self.cache_reads else flags
 
 
 CONTENDERS: dict[str, Contender] = {
@@ -65,6 +70,7 @@ CONTENDERS: dict[str, Contender] = {
     "runner+modserver": Contender("runner+modserver", "ours", "runner", True, status_wake=True),
     "warm": Contender("warm", "ours", "warm", True, status_wake=True),
     "warm-poll": Contender("warm-poll", "ours", "warm", True),
+    "warm-cache": Contender("warm-cache", "ours", "warm", True, status_wake=True, cache_reads=True),
     "peer": Contender("peer", "peer"),
     "warm-sharded-1": Contender("warm-sharded-1", "ours", "warm", True, replicas=1, status_wake=True),
     "warm-sharded-2": Contender("warm-sharded-2", "ours", "warm", True, replicas=2, status_wake=True),
@@ -224,6 +230,16 @@ class Running:
         """
         own = metric_sum(self.metrics(), "ansible_operator_reconciles_count")
         return own + sum(other.runs() for other in self.others)
+
+    def proxy_reads(self) -> dict[str, float] | None:
+        """Ours: the runs' GETs through the proxy so far, by where they were answered (cache, api)."""
+        if self.contender.side != "ours":
+            return None
+        text = self.metrics()
+        return {
+            "cache": metric_sum(text, "hybrid_operator_proxy_reads_total", lambda labels: '"cache"' in labels),
+            "api": metric_sum(text, "hybrid_operator_proxy_reads_total", lambda labels: '"api"' in labels),
+        }
 
     def client_requests(self) -> float | None:
         """The peer's own count of API requests (client-go's ``rest_client_requests_total``); ours has none."""

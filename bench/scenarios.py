@@ -292,6 +292,7 @@ def p2(ctx: Context, contender: Contender, count: int) -> Result:
             "cpu_seconds": cpu,
             "peak_rss_bytes": op.sampler.peak_rss_bytes,
             "runs": op.runs(),
+            "proxy_reads": op.proxy_reads(),
         }
         if problem is not None:
             result["problem"] = problem

@@ -187,6 +187,13 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         help="disk budget for all kept artifacts; the oldest runs go first",
     )
     _switch(parser, "--inject-owner-ref", True, "give children the role creates an ownerReference")
+    _switch(
+        parser,
+        "--proxy-cache-reads",
+        False,
+        "answer a run's GET of one object (or a plain LIST) of a kind the operator already watches from the "
+        "watch's cache instead of the API server; the run's own writes are still read from the API server",
+    )
     _switch(parser, "--leader-elect", False, "run only while holding the leader Lease")
     _switch(
         parser,
@@ -290,6 +297,7 @@ class Config:
     graceful_shutdown_timeout: float
     kubeconfig: str | None
     namespaces: tuple[str, ...]  # empty: all namespaces
+    proxy_cache_reads: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Config:
@@ -323,6 +331,7 @@ class Config:
             artifacts_dir=Path(args.runner_artifacts_dir),
             max_artifacts_bytes=args.max_artifacts_size,
             inject_owner_ref=args.inject_owner_ref,
+            proxy_cache_reads=args.proxy_cache_reads,
             executor=args.executor,
             module_server=args.module_server,
             leader_elect=args.leader_elect,

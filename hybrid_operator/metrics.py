@@ -59,6 +59,12 @@ RING_CHANGES = Counter(
     "Times this replica saw the sharding ring's live members change.",
     registry=REGISTRY,
 )
+PROXY_READS = Counter(
+    "hybrid_operator_proxy_reads",
+    "GETs of runs through the proxy (watches excluded), by where the answer came from (cache, api).",
+    ["source"],
+    registry=REGISTRY,
+)
 IS_LEADER = Gauge("hybrid_operator_leader", "1 when this replica is the leader (or runs alone).", registry=REGISTRY)
 
 

@@ -9,8 +9,10 @@ when it lives in the owner's namespace, or operator-sdk's ``primary-resource`` a
 cluster-scoped or elsewhere, then reports the child's kind so the reactor can start a dependent watch.
 
 Requests are forwarded with the operator's own credentials through the shared connection pool; watch
-responses are streamed through unbuffered. Started by ``reactor.orchestration``; runs learn its address
-from the kubeconfig ``RunnerExecutor`` writes for them.
+responses are streamed through unbuffered. With ``caches`` (``--proxy-cache-reads``), a GET the operator's
+informers can answer is answered from memory instead (``cachereads`` decides, including
+read-your-own-writes). Started by ``reactor.orchestration``; runs learn its address from the kubeconfig
+``RunnerExecutor`` writes for them.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from typing import Any
 
 import urllib3
 
-from hybrid_operator.kube import proxyrequests
+from hybrid_operator import metrics
+from hybrid_operator.kube import cachereads, proxyrequests
 from hybrid_operator.kube.client import Kube
 
 log = logging.getLogger(__name__)
@@ -181,6 +184,7 @@ class ApiProxy:
         on_child: ChildHandler,
         max_connections: int = 64,
         socket_timeout: float = 60.0,
+        caches: cachereads.Caches | None = None,
     ) -> None:
         self.kube = kube
         self.inject = inject
@@ -189,6 +193,8 @@ class ApiProxy:
         self.socket_timeout = socket_timeout
         self._grants: dict[str, Owner] = {}  # token -> owner, for runs in progress only
         self._runs: dict[str, str] = {}  # run id -> token
+        self.caches = caches
+        self._writes: dict[str, cachereads.RunWrites] = {}  # token -> what that run wrote (with caches)
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -204,6 +210,8 @@ class ApiProxy:
         with self._lock:
             self._grants[token] = owner
             self._runs[run_id] = token
+            if self.caches is not None:
+                self._writes[token] = cachereads.RunWrites()
         return json.dumps(
             {
                 "apiVersion": "v1",
@@ -226,13 +234,15 @@ class ApiProxy:
             token = self._runs.pop(run_id, None)
             if token is not None:
                 self._grants.pop(token, None)
+                self._writes.pop(token, None)
 
-    def _owner(self, authorization: str | None) -> Owner | None:
+    def _owner(self, authorization: str | None) -> tuple[Owner | None, cachereads.RunWrites | None]:
+        """The run's owner (None: not a run's token) and, with caches, what the run wrote."""
         token = proxyrequests.bearer_token(authorization)
         if token is None:
-            return None
+            return None, None
         with self._lock:
-            return self._grants.get(token)
+            return self._grants.get(token), self._writes.get(token)
 
     def start(self) -> None:
         proxy = self
@@ -243,7 +253,7 @@ class ApiProxy:
             def _handle(self) -> None:
                 try:
                     path = proxyrequests.target(self.path)
-                    owner = proxy._owner(self.headers.get("Authorization"))
+                    owner, writes = proxy._owner(self.headers.get("Authorization"))
                     if owner is None:
                         raise proxyrequests.BadRequest(401, "this proxy serves the operator's own Ansible runs only")
                     length = proxyrequests.content_length(self.headers)
@@ -255,6 +265,8 @@ class ApiProxy:
                 if body is not None and len(body) != length:
                     self.close_connection = True
                     self.send_error(400, "the body ended before Content-Length")
+                    return
+                if writes is not None and proxy._answered_from_cache(self, writes, path, body):
                     return
                 proxy._forward(self, owner, path, body)
 
@@ -271,8 +283,35 @@ class ApiProxy:
         if self._server is not None:
             self._server.shutdown()
 
+    def _answered_from_cache(
+        self, handler: BaseHTTPRequestHandler, writes: cachereads.RunWrites, target: str, body: bytes | None
+    ) -> bool:
+        """Answer a GET from an informer's cache if it may be (True), else note a write and say False."""
+        if handler.command in ("POST", "PUT", "PATCH", "DELETE"):
+            writes.note(target.partition("?")[0], cachereads.created_name(body) if handler.command == "POST" else None)
+            return False
+        location = cachereads.cacheable(target, handler.headers.get("Accept"))
+        if handler.command != "GET" or location is None or writes.touched(location) or self.caches is None:
+            return False
+        answer = self.caches.answer(location)
+        if answer is None:
+            return False
+        metrics.PROXY_READS.labels("cache").inc()
+        try:
+            handler.send_response(answer.status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(answer.body)))
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+            handler.wfile.write(answer.body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the run hung up
+        return True
+
     def _forward(self, handler: BaseHTTPRequestHandler, owner: Owner, target: str, body: bytes | None) -> None:
         path, _, query = target.partition("?")
+        if handler.command == "GET" and "watch=" not in query:
+            metrics.PROXY_READS.labels("api").inc()
         # A run that reads one object its owner's kind owns (kubernetes.core.k8s reads before it patches)
         # is how a restarted operator learns which children to watch again, as upstream's proxy does.
         read_one = handler.command == "GET" and "watch=" not in query and _OBJECT.match(path) is not None

@@ -73,6 +73,11 @@ class Informer:
         with self._lock:
             return list(self._store.values())
 
+    def snapshot(self) -> tuple[list[KubeObject], str]:
+        """Every cached object and the resourceVersion the store is at, taken together (not to be modified)."""
+        with self._lock:
+            return list(self._store.values()), self._rv
+
     def health(self, threshold: int = 3) -> tuple[bool, str]:
         """Failing once is normal (a stream ends, the server restarts); failing ``threshold`` times in a row
         is not, and the reason is what the probe shows."""
@@ -149,10 +154,10 @@ class Informer:
                 fresh[object_key(item)] = item
             token = (page.get("metadata") or {}).get("continue") or ""
             if not token:
-                self._rv = (page.get("metadata") or {}).get("resourceVersion") or ""
                 break
         with self._lock:
             old_store, self._store = self._store, fresh
+            self._rv = (page.get("metadata") or {}).get("resourceVersion") or ""
         for key, old in old_store.items():
             if key not in fresh:
                 self._emit("DELETED", old, old)
@@ -183,14 +188,16 @@ class Informer:
             event_type, obj = event.get("type"), event.get("object") or {}
             if event_type == "ERROR":
                 raise ApiError(int(obj.get("code") or 500), str(obj.get("reason") or ""), str(obj.get("message")))
-            self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
             if event_type == "BOOKMARK":
+                with self._lock:
+                    self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
                 continue
             self._apply(str(event_type), obj)
 
     def _apply(self, event_type: str, obj: KubeObject) -> None:
         key = object_key(obj)
-        with self._lock:
+        with self._lock:  # the store and its resourceVersion change together (``snapshot`` reads both)
+            self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
             old = self._store.get(key)
             if event_type == "DELETED":
                 self._store.pop(key, None)

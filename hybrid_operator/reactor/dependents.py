@@ -25,6 +25,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from hybrid_operator.kube.cachereads import Caches
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject
 from hybrid_operator.kube.proxy import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Child
 from hybrid_operator.kube.watching import Informer
@@ -61,8 +62,10 @@ class DependentWatches:
         watches: list[Watch],
         namespaces: tuple[str, ...],
         stop: threading.Event,
+        caches: Caches | None = None,
     ) -> None:
         self.kube = kube
+        self.caches = caches  # where the informers started here are offered to the run proxy
         self.queue = queue
         self.namespaces = namespaces
         self.stop = stop
@@ -98,6 +101,8 @@ class DependentWatches:
         namespaces = self.namespaces if resource.namespaced and self.namespaces else ("",)
         for namespace in namespaces:
             informer = Informer(self.kube, resource, self._handle, namespace=namespace)
+            if self.caches is not None:
+                self.caches.add(informer)
             threading.Thread(
                 target=informer.run,
                 args=(self.stop,),

@@ -28,6 +28,7 @@ from hybrid_operator import eventlog, logs, metrics, shards
 from hybrid_operator.config import Config
 from hybrid_operator.errors import OperatorError
 from hybrid_operator.health import Probes
+from hybrid_operator.kube.cachereads import Caches
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 from hybrid_operator.kube.events import EventRecorder
 from hybrid_operator.kube.leases import LeaderElector
@@ -87,14 +88,14 @@ class Operator:
             global_limit=config.max_concurrent_total,
             per_kind_limits={str(w.gvk): config.concurrency(w.gvk) for w in watches},
         )
-        self.dependents = DependentWatches(
+        self.caches = Caches()  # every informer's store, readable by the proxy with --proxy-cache-reads
+        self.dependents = DependentWatches(kube, self.queue, watches, config.namespaces, self.stop, self.caches)
+        self.proxy = ApiProxy(
             kube,
-            self.queue,
-            watches,
-            config.namespaces,
-            self.stop,
+            inject=config.inject_owner_ref,
+            on_child=self.dependents.on_child,
+            caches=self.caches if config.proxy_cache_reads else None,
         )
-        self.proxy = ApiProxy(kube, inject=config.inject_owner_ref, on_child=self.dependents.on_child)
         self.reconciler = Reconciler(kube, executor, EventRecorder(kube), self.proxy)
         self._workers: list[threading.Thread] = []
         self._busy_since: dict[str, float] = {}  # worker -> when its current reconcile started
@@ -151,6 +152,7 @@ class Operator:
                 namespace=namespace,
                 label_selector=watch.selector,
             )
+            self.caches.add(kind.informers[namespace])
         self.kinds[gvk] = kind  # before any event can reach a worker
         for namespace, informer in kind.informers.items():
             thread = threading.Thread(

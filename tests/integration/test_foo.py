@@ -162,3 +162,24 @@ def test_a_deployments_status_wakes_its_foo(operator, objects: Objects, foo_watc
     operator(foo_watches)
     objects.create(G, V, P, foo("woken", "woken-web", 2))
     wait_until(lambda: available(objects, "woken", 2), 60, "availableReplicas 2 without the timed requeue")
+
+
+def proxy_reads(metrics: str, source: str) -> float:
+    line = f'hybrid_operator_proxy_reads_total{{source="{source}"}} '
+    return sum(float(row[len(line) :]) for row in metrics.splitlines() if row.startswith(line))
+
+
+def test_foo_converges_with_reads_from_the_informer_cache(operator, objects: Objects, foo_watches) -> None:
+    """With --proxy-cache-reads the role's reads of its Deployment come from the operator's watch of
+    Deployments, and the Foo still converges and puts back a Deployment scaled by hand."""
+    running = operator(foo_watches, "--proxy-cache-reads=true")
+    objects.create(G, V, P, foo("cached", "cached-web", replicas=2))
+    wait_until(lambda: available(objects, "cached", 2), 90, "availableReplicas 2")
+    objects.apps.patch_namespaced_deployment_scale("cached-web", objects.namespace, {"spec": {"replicas": 5}})
+    wait_until(lambda: replicas_of(objects, "cached-web") == 2, 60, "the Deployment back at 2 replicas")
+    metrics = running.metrics()
+    # The first run reads before the Deployment watch exists (from the API server); the run its
+    # availability wakes and the run that puts the scale back each read the Deployment twice (k8s_info,
+    # then the apply's own GET), from the cache: four GETs the API server never saw.
+    assert proxy_reads(metrics, "cache") >= 4, metrics
+    assert proxy_reads(metrics, "api") >= 2, metrics

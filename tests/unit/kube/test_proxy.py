@@ -42,7 +42,7 @@ class Upstream:
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_POST = do_PATCH = _any
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _any
 
             def log_message(self, format: str, *args: object) -> None:
                 return
