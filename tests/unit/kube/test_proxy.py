@@ -56,13 +56,6 @@ class Upstream:
 
 
 @pytest.fixture
-def upstream() -> Iterator[Upstream]:
-    up = Upstream()
-    yield up
-    up.server.shutdown()
-
-
-@pytest.fixture
 def proxy(upstream: Upstream) -> Iterator[ApiProxy]:
     config = k8s_client.Configuration()
     config.host = upstream.host

@@ -24,13 +24,6 @@ CACHED = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "w
 
 
 @pytest.fixture
-def upstream() -> Iterator[Upstream]:
-    up = Upstream()
-    yield up
-    up.server.shutdown()
-
-
-@pytest.fixture
 def proxy(upstream: Upstream) -> Iterator[ApiProxy]:
     config = k8s_client.Configuration()
     config.host = upstream.host

@@ -1,0 +1,16 @@
+"""Fixtures the proxy's unit tests share: a fake API server recording what reaches it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.unit.kube.test_proxy import Upstream
+
+
+@pytest.fixture
+def upstream() -> Iterator[Upstream]:
+    up = Upstream()
+    yield up
+    up.server.shutdown()
