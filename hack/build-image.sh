@@ -132,6 +132,14 @@ choose_builder() {
 
 # ------------------------------------------------------------------------------------------- rootfs
 
+# Every archive URI in this machine's apt sources (deb822 and one-line formats), one per line.
+apt_source_uris() {
+  sed -n 's/^URIs:[[:space:]]*//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | tr ' ' '\n'
+  sed -n 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]\+\).*/\2/p' \
+    /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
+  true
+}
+
 # The first Debian archive (not the security one) named in this machine's apt sources.
 debian_mirror() {
   if [ -n "${HYBRID_OPERATOR_DEBIAN_MIRROR:-}" ]; then
@@ -139,11 +147,7 @@ debian_mirror() {
     return
   fi
   local uri
-  uri=$({
-    sed -n 's/^URIs:[[:space:]]*//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | tr ' ' '\n'
-    sed -n 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]\+\).*/\2/p' \
-      /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
-  } | grep -v -- '-security' | grep -m1 '^https\?://' || true)
+  uri=$(apt_source_uris | grep -v -- '-security' | grep -m1 '^https\?://' || true)
   [ -n "$uri" ] || die "no Debian mirror in /etc/apt/sources.list*; set HYBRID_OPERATOR_DEBIAN_MIRROR"
   echo "${uri%/}"
 }
@@ -156,11 +160,7 @@ debian_security_mirror() { # main_mirror
     return
   fi
   local uri
-  uri=$({
-    sed -n 's/^URIs:[[:space:]]*//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | tr ' ' '\n'
-    sed -n 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]\+\).*/\2/p' \
-      /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
-  } | grep -- '-security' | grep -m1 '^https\?://' || true)
+  uri=$(apt_source_uris | grep -- '-security' | grep -m1 '^https\?://' || true)
   if [ -n "$uri" ]; then echo "${uri%/}"; else echo "$1-security"; fi
 }
 
