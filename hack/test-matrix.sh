@@ -21,6 +21,7 @@ default_bin=$(hack/bootstrap.sh | tail -n 1)
 LEG_TESTS=(
   tests/unit
   tests/integration/test_warm_executor.py
+  tests/integration/test_untrusted_extravars.py
   tests/integration/test_foo.py::test_foo_creates_an_owned_deployment_and_reports_availability
 )
 CANARY_TESTS=(tests/unit/ansible tests/integration/test_warm_executor.py)

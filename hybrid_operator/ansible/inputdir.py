@@ -3,7 +3,8 @@
 Called by the executors (``running``) for every reconcile. The extra vars are exactly operator-sdk's
 (snake_cased spec keys, ``ansible_operator_meta``, ``_<group>_<kind>``, ``_<group>_<kind>_spec``, then
 watch vars, then finalizer vars); strings from the custom resource are wrapped so Ansible treats them as
-data (``__ansible_unsafe``), never as templates, unless the watch opts out with ``markUnsafe: false``.
+data (``__ansible_unsafe``), never as templates, unless the watch opts out with ``markUnsafe: false``; the
+file is written by ``extravars``, in a form Ansible can only read as that JSON.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from hybrid_operator.ansible.extravars import dump as dump_extravars
 
 _NUMBER_RUN = re.compile(r"([a-zA-Z])(\d+)([a-zA-Z](\d+))")
 # Words operator-sdk keeps whole when snake-casing ("egressIPs" -> "egress_ips", not "egress_i_ps").
@@ -196,7 +199,7 @@ def write_private_dir(run_dir: Path, extravars: Mapping[str, Any], python: str =
     (run_dir / "env").mkdir(parents=True, mode=0o700)
     (run_dir / "inventory").mkdir(mode=0o700)
     (run_dir / "project").mkdir(mode=0o700)
-    _write_private(run_dir / "env" / "extravars", json.dumps(extravars, default=str))
+    _write_private(run_dir / "env" / "extravars", dump_extravars(extravars))
     _write_private(run_dir / "inventory" / "hosts", inventory_text(python))
 
 

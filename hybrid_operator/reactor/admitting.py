@@ -2,11 +2,14 @@
 
 Called by ``reconciling`` first thing for every object it is about to run. Whoever may create a custom
 resource is usually far less trusted than the operator, so nothing of the object reaches Ansible before
-it passed: a nesting depth Ansible and the extra-vars file can take, a spec that is a mapping whose keys
-do not name one of Ansible's or the operator's own variables, and operator-sdk's annotations within
-bounds. What fails raises ``InvalidObject`` with a reason and a message naming every offending field as
-the user wrote it; the reconciler puts that on the object (Failure condition, Warning Event) and does
-not run it until it changes.
+it passed: a nesting depth Ansible and the extra-vars file can take, no mapping key anywhere in the object
+(spec, status, metadata) that Ansible's decoders give meaning to (``__ansible_unsafe``...: see
+``ansible.extravars``), a spec that is a mapping whose keys do not name one of Ansible's or the operator's
+own variables, and operator-sdk's annotations within bounds. What fails raises ``InvalidObject`` with a
+reason and a message naming every offending field as the user wrote it; the reconciler puts that on the
+object (Failure condition, Warning Event) and does not run it until it changes. And no object runs at all
+while the installed Ansible failed the start-up check that it reads the extra vars as data
+(``ansible.reserved``): reason ``UnsafeAnsible``.
 """
 
 from __future__ import annotations
@@ -15,14 +18,17 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from hybrid_operator.annotations import RunSettings, run_settings
-from hybrid_operator.ansible import inputdir
-from hybrid_operator.errors import InvalidObject
+from hybrid_operator.ansible import extravars, inputdir
+from hybrid_operator.ansible.reserved import Reservations
+from hybrid_operator.errors import InvalidObject, TemporaryError
 
 MAX_DEPTH = 100  # nesting levels of the whole object; real resources stay far below 30
 REASON_SPEC = "InvalidSpec"
 REASON_OBJECT = "InvalidObject"
+REASON_ANSIBLE = "UnsafeAnsible"
 _LISTED = 10  # offending keys named in a message; the rest are counted
 _KEY_CHARS = 64  # characters of each key shown
+_PATH_CHARS = 200  # characters of each path shown
 
 
 def admit(
@@ -31,20 +37,34 @@ def admit(
     group: str,
     kind: str,
     snake_case: bool,
-    reserved: Callable[[], frozenset[str]],
+    ansible: Callable[[], Reservations],
     defaults: RunSettings,
 ) -> RunSettings:
-    """The object's run settings if it may run; ``InvalidObject`` saying why not otherwise."""
+    """The object's run settings if it may run; ``InvalidObject`` saying why not otherwise.
+
+    ``TemporaryError`` when the start-up check of the installed Ansible could not run yet (retried).
+    """
+    reservations = ansible()
+    if reservations.loading_problem:
+        problem = reservations.loading_problem
+        message = f"refusing to run: the installed Ansible does not read the extra vars as data ({problem})"
+        if not reservations.final:
+            raise TemporaryError(message)
+        raise InvalidObject(REASON_ANSIBLE, message)
     depth = nesting_depth(obj, MAX_DEPTH)
     if depth > MAX_DEPTH:
         raise InvalidObject(
             REASON_OBJECT, f"The object is nested more than {MAX_DEPTH} levels deep; refusing to run it"
         )
+    keys = extravars.reserved_key_paths(obj, reservations.keys, limit=_LISTED + 1)
+    if keys:
+        in_spec = all(path.startswith("spec.") for path in keys)
+        raise InvalidObject(REASON_SPEC if in_spec else REASON_OBJECT, key_message(keys))
     spec = obj.get("spec")
     if spec is not None and not isinstance(spec, Mapping):
         raise InvalidObject(REASON_SPEC, f"spec must be an object, not {type(spec).__name__}")
     refused = inputdir.refused_spec_names(
-        spec or {}, group=group, kind=kind, snake_case=snake_case, reserved=reserved()
+        spec or {}, group=group, kind=kind, snake_case=snake_case, reserved=reservations.names
     )
     if refused:
         raise InvalidObject(REASON_SPEC, spec_message(refused))
@@ -64,6 +84,15 @@ def spec_message(keys: list[str]) -> str:
         f"spec keys {shown}{more} name variables reserved for Ansible or the operator (ansible_*, _*, "
         "Ansible's magic variables and template names, or not a valid variable name); the operator author can "
         "pass such values through watches.yaml vars"
+    )
+
+
+def key_message(paths: list[str]) -> str:
+    shown = ", ".join(p[:_PATH_CHARS] + ("..." if len(p) > _PATH_CHARS else "") for p in paths[:_LISTED])
+    more = " and more" if len(paths) > _LISTED else ""
+    return (
+        f"keys that Ansible reads as instructions, not data, are not allowed anywhere in the object: {shown}{more} "
+        f"(no mapping key may start with {extravars.RESERVED_KEY_PREFIX!r})"
     )
 
 

@@ -31,7 +31,7 @@ from typing import Any
 from hybrid_operator import logs
 from hybrid_operator import status as status_mod
 from hybrid_operator.annotations import RunSettings
-from hybrid_operator.ansible.reserved import reserved_names
+from hybrid_operator.ansible.reserved import reservations
 from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import Executor, RunRequest
 from hybrid_operator.errors import InvalidObject, OperatorError, TemporaryError
@@ -151,7 +151,7 @@ class Reconciler:
             group=watch.gvk.group,
             kind=watch.gvk.kind,
             snake_case=watch.snake_case_parameters,
-            reserved=reserved_names,
+            ansible=reservations,
             defaults=RunSettings(ctx.reconcile_period, ctx.verbosity, watch.max_runner_artifacts),
         )
 

@@ -126,6 +126,55 @@ def test_spec_keys_that_steer_ansible_fail_the_object_and_never_run(
     assert not marker.exists()
 
 
+def _nested_key_attacks(payload: str) -> dict[str, tuple[dict[str, Any], str]]:
+    """A key Ansible's JSON decoder reads as an instruction, deep in the spec, and the path it is named by."""
+    return {
+        "map": ({"message": payload, "extra": {"deep": {"__ansible_unsafe": 1}}}, "spec.extra.deep.__ansible_unsafe"),
+        "list": (
+            {"message": payload, "entries": [{"a": 1}, {"__ansible_unsafe": 1}]},
+            "spec.entries[1].__ansible_unsafe",
+        ),
+        "string-map": ({"message": payload, "podLabels": {"__ansible_type": "x"}}, "spec.podLabels.__ansible_type"),
+        "vault": ({"message": payload, "extra": {"__ansible_vault": 1}}, "spec.extra.__ansible_vault"),
+    }
+
+
+@pytest.mark.parametrize("attack", sorted(_nested_key_attacks("")))
+def test_a_reserved_key_deep_in_the_spec_fails_the_object_naming_its_path(
+    attack: str, hostile: OperatorProcess, objects: Objects, namespace: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "pwned"
+    spec, path = _nested_key_attacks(f"{{{{ lookup('pipe', 'id > {marker}') }}}}")[attack]
+    objects.create(GROUP, VERSION, PLURAL, open_obj("evil", spec))
+    objects.create(GROUP, VERSION, PLURAL, open_obj("good", {"message": "fine"}))
+
+    assert successful(objects, "good")["status"]["message"] == "fine"
+    cond = failure(objects, "evil", "InvalidSpec")
+    assert path in cond["message"]
+    assert path in warning_event(objects, "evil", "InvalidSpec").message
+    assert runs_of(hostile, namespace, "evil") == []
+    assert not marker.exists()
+
+
+def test_a_reserved_key_in_the_status_fails_the_object_and_runs_nothing(
+    hostile: OperatorProcess, objects: Objects, namespace: str, tmp_path: Path
+) -> None:
+    """Whoever may write the status plants the key and a payload there: the next change is refused."""
+    marker = tmp_path / "pwned"
+    objects.create(GROUP, VERSION, PLURAL, open_obj("target", {"message": "one"}))
+    successful(objects, "target")
+    runs = len(runs_of(hostile, namespace, "target"))
+    status = {"status": {"note": f"{{{{ lookup('pipe', 'id > {marker}') }}}}", "x": [{"__ansible_unsafe": 1}]}}
+    objects.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, "target", status)
+    objects.patch(GROUP, VERSION, PLURAL, "target", {"spec": {"message": "two"}})
+
+    cond = failure(objects, "target", "InvalidObject")
+    assert "status.x[0].__ansible_unsafe" in cond["message"]
+    warning_event(objects, "target", "InvalidObject")
+    assert len(runs_of(hostile, namespace, "target")) == runs
+    assert not marker.exists()
+
+
 def _raw(kube: Kube, method: str, path: str, text: str, content_type: str = "application/json") -> None:
     """Send JSON text as it is: the Python client cannot even serialise an object this deep."""
     headers = {"Content-Type": content_type, "Accept": "application/json"}

@@ -9,19 +9,37 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybrid_operator.annotations import VERBOSITY, RunSettings
+from hybrid_operator.ansible.extravars import KNOWN_RESERVED_KEYS
 from hybrid_operator.ansible.inputdir import refused_spec_names, to_snake
-from hybrid_operator.ansible.reserved import reserved_names
-from hybrid_operator.errors import InvalidObject
-from hybrid_operator.reactor.admitting import MAX_DEPTH, admit, nesting_depth
+from hybrid_operator.ansible.reserved import Reservations, reserved_names
+from hybrid_operator.errors import InvalidObject, TemporaryError
+from hybrid_operator.reactor.admitting import MAX_DEPTH, REASON_ANSIBLE, admit, nesting_depth
 
 DEFAULTS = RunSettings(36000.0, 2, 20)
 RESERVED = frozenset({"omit", "hostvars", "lookup", "name", "port"})
+RESERVATIONS = Reservations(RESERVED, KNOWN_RESERVED_KEYS, None)
+
+
+def admit_object(obj: dict[str, Any], reservations: Reservations = RESERVATIONS) -> RunSettings:
+    return admit(
+        obj,
+        group="cache.example.com",
+        kind="Memcached",
+        snake_case=True,
+        ansible=lambda: reservations,
+        defaults=DEFAULTS,
+    )
 
 
 def check(spec: Any, *, snake: bool = True, meta: dict[str, Any] | None = None) -> RunSettings:
     obj = {"metadata": meta or {"name": "x"}, "spec": spec}
     return admit(
-        obj, group="cache.example.com", kind="Memcached", snake_case=snake, reserved=lambda: RESERVED, defaults=DEFAULTS
+        obj,
+        group="cache.example.com",
+        kind="Memcached",
+        snake_case=snake,
+        ansible=lambda: RESERVATIONS,
+        defaults=DEFAULTS,
     )
 
 
@@ -140,3 +158,87 @@ def test_every_name_that_passes_is_a_plain_variable(spec: dict[str, int], snake:
 @given(st.text(max_size=40))
 def test_snake_case_never_raises(key: str) -> None:
     assert isinstance(to_snake(key), str)
+
+
+# Keys Ansible's JSON decoders read as instructions: refused wherever they are, naming the path.
+HOSTILE_PLACES = [
+    ({"spec": {"extra": {"__ansible_unsafe": 1}}}, "InvalidSpec", "spec.extra.__ansible_unsafe"),
+    ({"spec": {"items": [{"a": 1}, {"__ansible_vault": "x"}]}}, "InvalidSpec", "spec.items[1].__ansible_vault"),
+    ({"spec": {"podLabels": {"__ansible_type": "1"}}}, "InvalidSpec", "spec.podLabels.__ansible_type"),
+    ({"spec": {"a": [[{"b": {"__ansible_future": 1}}]]}}, "InvalidSpec", "spec.a[0][0].b.__ansible_future"),
+    ({"status": {"__ansible_unsafe": 1}}, "InvalidObject", "status.__ansible_unsafe"),
+    (
+        {"metadata": {"name": "x", "labels": {"__ansible_unsafe": "1"}}},
+        "InvalidObject",
+        "metadata.labels.__ansible_unsafe",
+    ),
+    ({"__ansible_unsafe": 1}, "InvalidObject", "__ansible_unsafe"),
+]
+
+
+@pytest.mark.parametrize(("obj", "reason", "path"), HOSTILE_PLACES)
+def test_reserved_keys_are_refused_at_any_depth_naming_the_path(obj: dict[str, Any], reason: str, path: str) -> None:
+    with pytest.raises(InvalidObject) as caught:
+        admit_object({"metadata": {"name": "x"}, **obj})
+    assert caught.value.reason == reason
+    assert path in caught.value.message
+
+
+def test_keys_like_reserved_ones_but_not_reserved_run() -> None:
+    spec = {"unsafe": 1, "x": {"_ansible_unsafe": 1, "f:__ansible_unsafe": {}, "a__ansible_vault": 2}}
+    assert admit_object({"metadata": {"name": "x"}, "spec": spec}) == DEFAULTS
+
+
+def test_a_key_the_installed_ansible_reserves_is_refused_whatever_its_name() -> None:
+    mine = Reservations(RESERVED, frozenset({"$secret_key"}), None)
+    with pytest.raises(InvalidObject, match=r"spec\.a\.\$secret_key"):
+        admit_object({"metadata": {"name": "x"}, "spec": {"a": {"$secret_key": 1}}}, mine)
+
+
+def test_many_reserved_keys_are_listed_bounded() -> None:
+    spec = {f"k{i}": {"__ansible_unsafe": i} for i in range(500)}
+    with pytest.raises(InvalidObject) as caught:
+        admit_object({"metadata": {"name": "x"}, "spec": spec})
+    assert caught.value.message.count("__ansible_unsafe") == 10
+    assert "and more" in caught.value.message
+
+
+def test_no_object_runs_when_ansible_failed_the_extra_vars_check() -> None:
+    broken = Reservations(RESERVED, KNOWN_RESERVED_KEYS, "a resource's strings were rendered")
+    with pytest.raises(InvalidObject) as caught:
+        admit_object({"metadata": {"name": "x"}, "spec": {}}, broken)
+    assert caught.value.reason == REASON_ANSIBLE
+    assert "strings were rendered" in caught.value.message
+
+
+def test_a_check_that_could_not_run_is_retried_not_final() -> None:
+    pending = Reservations(RESERVED, KNOWN_RESERVED_KEYS, "the check could not run: timeout", final=False)
+    with pytest.raises(TemporaryError):
+        admit_object({"metadata": {"name": "x"}, "spec": {}}, pending)
+
+
+_json_keys = st.one_of(st.text(max_size=12), st.sampled_from([*sorted(KNOWN_RESERVED_KEYS), "__ansible_x"]))
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_json_keys, inner, max_size=4),
+    max_leaves=30,
+)
+
+
+def _has_reserved_key(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(k.startswith("__ansible_") or _has_reserved_key(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_reserved_key(v) for v in value)
+    return False
+
+
+@settings(max_examples=300, deadline=None)
+@given(spec=st.dictionaries(st.sampled_from(["size", "image", "labels", "items"]), _json, max_size=4), status=_json)
+def test_an_object_runs_exactly_when_no_key_anywhere_is_reserved(spec: dict[str, Any], status: Any) -> None:
+    obj = {"metadata": {"name": "x"}, "spec": spec, "status": status}
+    if _has_reserved_key(obj):
+        with pytest.raises(InvalidObject, match="__ansible_"):
+            admit_object(obj)
+    else:
+        assert admit_object(obj) == DEFAULTS

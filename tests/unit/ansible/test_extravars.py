@@ -1,0 +1,150 @@
+"""The extra-vars file: read by Ansible's own loader as exactly the data written, every string still data.
+
+The property tests load what ``inputdir`` writes through ansible-core's ``load_extra_vars`` (the code
+``-e @file`` runs) in this process and template the result with its ``Templar``: every string must come
+back equal and unrendered, whatever the resource held. Run on every supported minor by the matrix.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hybrid_operator.ansible import extravars, inputdir, reserved
+from hybrid_operator.ansible.extravars import KNOWN_RESERVED_KEYS, dump, reserved_key_paths
+
+TEMPLATE = "{{ 'hyop' ~ 'rendered' }}"
+
+
+class AnsibleLoader:
+    """ansible-core's own reading of an extra-vars file, and its templating of what it read."""
+
+    def __init__(self, scratch: Path) -> None:
+        from ansible import context
+        from ansible.utils.vars import load_extra_vars
+
+        self.context, self.load_extra_vars = context, load_extra_vars
+        self.saved = context.CLIARGS
+        self.path = scratch / "extravars"
+
+    def load(self, text: str) -> tuple[Any, Any]:
+        from ansible.module_utils.common.collections import ImmutableDict
+        from ansible.parsing.dataloader import DataLoader
+        from ansible.template import Templar
+
+        self.path.write_text(text, encoding="utf-8")
+        self.context.CLIARGS = ImmutableDict({"extra_vars": ["@" + str(self.path)]})
+        self.load_extra_vars.extra_vars = None  # type: ignore[attr-defined]
+        loader = DataLoader()
+        loader.set_basedir(str(self.path.parent))
+        try:
+            loaded = self.load_extra_vars(loader)
+            return loaded, Templar(loader=loader, variables={}).template(loaded)
+        finally:
+            self.load_extra_vars.extra_vars = None  # type: ignore[attr-defined]
+            self.context.CLIARGS = self.saved
+
+
+@pytest.fixture(scope="module")
+def ansible(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnsibleLoader]:
+    yield AnsibleLoader(tmp_path_factory.mktemp("extravars"))
+
+
+def run_vars(obj: dict[str, Any], *, unsafe: bool) -> dict[str, Any]:
+    return inputdir.build_extravars(
+        obj, group="g.example.com", kind="Thing", snake_case=False, unsafe=unsafe, watch_vars={}
+    )
+
+
+def test_the_file_is_json_that_no_yaml_parser_reads() -> None:
+    text = dump({"a": {"__ansible_unsafe": "{{ x }}"}, "b": [1, None]})
+    assert json.loads(text) == {"a": {"__ansible_unsafe": "{{ x }}"}, "b": [1, None]}
+    for loader in (yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        with pytest.raises(yaml.YAMLError):
+            yaml.load(text, Loader=loader)
+
+
+def test_a_hostile_key_makes_ansible_refuse_the_file_instead_of_trusting_it(ansible: AnsibleLoader) -> None:
+    variables = run_vars({"spec": {"message": TEMPLATE, "x": {"__ansible_unsafe": 1}}}, unsafe=True)
+    with pytest.raises(Exception, match=r"(?i)yaml|json|tab"):
+        ansible.load(dump(variables))
+    # What the old format did with the same object: read it as YAML, the payload a trusted template.
+    _loaded, templated = ansible.load(json.dumps(variables))
+    assert "hyoprendered" in json.dumps(templated)
+
+
+def test_the_probe_objects_load_as_written(ansible: AnsibleLoader) -> None:
+    obj = {"metadata": {"name": TEMPLATE}, "spec": extravars.probe(TEMPLATE, hostile=False), "status": {"s": TEMPLATE}}
+    loaded, templated = ansible.load(dump(run_vars(obj, unsafe=True)))
+    assert loaded == templated == run_vars(obj, unsafe=False)
+
+
+_strings = st.one_of(
+    st.text(max_size=20),
+    st.sampled_from([TEMPLATE, "{% if true %}x{% endif %}", "{{", "", "true", "null", "1e3", "\x00\x7f\u2028"]),
+    st.builds(lambda a, b: a + TEMPLATE + b, st.text(max_size=5), st.text(max_size=5)),
+)
+_keys = st.text(max_size=10).filter(lambda k: not k.startswith("__ansible_"))
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _strings,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_keys, inner, max_size=4),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=st.dictionaries(st.from_regex(r"[a-z][a-zA-Z0-9]{0,8}", fullmatch=True), _json, max_size=5), status=_json)
+def test_any_resource_loads_through_ansible_equal_and_never_rendered(
+    ansible: AnsibleLoader, spec: dict[str, Any], status: Any
+) -> None:
+    obj = {"metadata": {"name": "n", "namespace": "ns"}, "spec": spec, "status": status}
+    loaded, templated = ansible.load(dump(run_vars(obj, unsafe=True)))
+    expected = run_vars(obj, unsafe=False)
+    assert loaded == expected
+    assert templated == expected
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    value=_json, key=st.sampled_from(sorted(KNOWN_RESERVED_KEYS)), bad=st.none() | st.integers() | st.lists(_strings)
+)
+def test_any_resource_with_a_reserved_key_is_refused_or_stays_data(
+    ansible: AnsibleLoader, value: Any, key: str, bad: Any
+) -> None:
+    obj = {"metadata": {"name": "n"}, "spec": {"message": TEMPLATE, "held": [value, {key: bad}]}}
+    assert reserved_key_paths(obj) == [f"spec.held[1].{key}"]
+    try:
+        _loaded, templated = ansible.load(dump(run_vars(obj, unsafe=True)))
+    except Exception:
+        return
+    assert "hyoprendered" not in json.dumps(templated, default=str)
+
+
+def test_the_start_up_check_passes_on_the_installed_ansible() -> None:
+    found = reserved._probe()
+    assert found.loading_problem is None and found.final
+    assert found.keys >= KNOWN_RESERVED_KEYS
+
+
+def test_the_start_up_check_fails_the_old_file_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(extravars, "dump", lambda variables: json.dumps(variables, default=str))
+    found = reserved._probe()
+    assert found.loading_problem == "a resource holding a reserved key had its strings rendered as templates"
+
+
+def test_a_probe_that_cannot_run_is_retried_and_refuses_runs_meanwhile(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reserved.sys, "executable", "/nonexistent/python")
+    found = reserved._probe()
+    assert not found.final
+    assert found.loading_problem and "could not run" in found.loading_problem
