@@ -103,7 +103,7 @@ class Tools:
 def warm_import_problem(python: str = sys.executable) -> str | None:
     """Why the warm executor cannot be used, or None. Checked in a fresh interpreter."""
     proc = subprocess.run(
-        [python, "-P", "-c", "from hybrid_operator.ansible.warm import WarmExecutor"],
+        [python, "-P", "-c", "from hybrid_operator.ansible.warm.executor import WarmExecutor"],
         capture_output=True,
         text=True,
         check=False,

@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hybrid_operator.ansible import inline
 from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import ExecutorSettings, RunnerExecutor, RunRequest
-from hybrid_operator.ansible.warm import SERVER, START_TIMEOUT, WarmExecutor
+from hybrid_operator.ansible.warm import inline
+from hybrid_operator.ansible.warm.executor import SERVER, START_TIMEOUT, WarmExecutor
 
 if not __package__:  # run as ``python bench/executors.py``: the repository root holds the ``bench`` package
     sys.path.append(str(Path(__file__).resolve().parent.parent))

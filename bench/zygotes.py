@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from hybrid_operator.ansible import protocol, zygote
+from hybrid_operator.ansible.warm import protocol, zygote
 
 SERVER = (str(Path(__file__).resolve()),)
 

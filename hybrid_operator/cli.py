@@ -21,14 +21,15 @@ from importlib import metadata
 from types import FrameType
 from typing import Any
 
-from hybrid_operator import health, logs, receiving
+from hybrid_operator import logs
 from hybrid_operator import metrics as metrics_mod
-from hybrid_operator.config import Config, add_run_flags
 from hybrid_operator.errors import ConfigError
-from hybrid_operator.metricsauth import gate_for
 from hybrid_operator.reactor.orchestration import run_operator
-from hybrid_operator.tlsserving import ServerTLS
-from hybrid_operator.watches import load_watches
+from hybrid_operator.serving import health, receiving
+from hybrid_operator.serving.metricsauth import gate_for
+from hybrid_operator.serving.tlsserving import ServerTLS
+from hybrid_operator.settings.config import Config, add_run_flags
+from hybrid_operator.settings.watches import load_watches
 
 log = logging.getLogger("hybrid_operator")
 

@@ -21,7 +21,7 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
-from hybrid_operator.privatedirs import ensure_private_dir
+from hybrid_operator.ansible.privatedirs import ensure_private_dir
 
 ROOT_PURPOSE = "runner artifacts dir (--runner-artifacts-dir)"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from hybrid_operator.ansible.running import Executor, ExecutorSettings, RunnerExecutor
-from hybrid_operator.config import Config
+from hybrid_operator.settings.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def _executor(executor_kind: str, settings: ExecutorSettings) -> Executor:
     """The executor ``--executor`` names: ``warm`` (when this ansible-core is one it supports) or ``runner``."""
     if executor_kind == "warm":
         from hybrid_operator.ansible.compat import UnsupportedAnsible, check_version
-        from hybrid_operator.ansible.warm import WarmExecutor  # type: ignore[import-not-found,unused-ignore]
+        from hybrid_operator.ansible.warm.executor import WarmExecutor  # type: ignore[import-not-found,unused-ignore]
 
         try:
             check_version()

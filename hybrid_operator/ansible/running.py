@@ -28,8 +28,8 @@ import ansible_runner
 from hybrid_operator.ansible import inputdir
 from hybrid_operator.ansible.artifacts import ArtifactStore
 from hybrid_operator.ansible.modserver import ModuleServer
+from hybrid_operator.ansible.privatedirs import TempDir, ensure_private_dir, write_private_file
 from hybrid_operator.ansible.results import EventCollector, RunResult
-from hybrid_operator.privatedirs import TempDir, ensure_private_dir, write_private_file
 
 log = logging.getLogger(__name__)
 

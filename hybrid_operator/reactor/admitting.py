@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hybrid_operator.annotations import RunSettings, run_settings
 from hybrid_operator.ansible import extravars, inputdir
 from hybrid_operator.ansible.reserved import Reservations
 from hybrid_operator.errors import InvalidObject, TemporaryError
+from hybrid_operator.reactor.annotations import RunSettings, run_settings
 
 MAX_DEPTH = 100  # nesting levels of the whole object; real resources stay far below 30
 REASON_SPEC = "InvalidSpec"

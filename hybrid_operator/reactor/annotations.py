@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hybrid_operator import durations
 from hybrid_operator.errors import InvalidObject
+from hybrid_operator.settings import durations
 
 PREFIX = "ansible.sdk.operatorframework.io/"
 RECONCILE_PERIOD = PREFIX + "reconcile-period"

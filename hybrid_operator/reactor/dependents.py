@@ -30,7 +30,7 @@ from hybrid_operator.kube.client import ApiError, Kube, KubeObject
 from hybrid_operator.kube.proxy import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Child
 from hybrid_operator.kube.watching import Informer
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, Key, WorkQueue
-from hybrid_operator.watches import GVK, Watch
+from hybrid_operator.settings.watches import GVK, Watch
 
 log = logging.getLogger(__name__)
 

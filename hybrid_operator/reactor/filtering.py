@@ -8,11 +8,11 @@ object. Objects that an earlier run already converged go behind new work.
 
 from __future__ import annotations
 
-from hybrid_operator.annotations import operator_annotations
 from hybrid_operator.kube.client import KubeObject
+from hybrid_operator.reactor.annotations import operator_annotations
 from hybrid_operator.reactor.dependents import declared
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC
-from hybrid_operator.watches import Watch
+from hybrid_operator.settings.watches import Watch
 
 
 def wants_reconcile(watch: Watch, event_type: str, old: KubeObject | None, new: KubeObject) -> bool:

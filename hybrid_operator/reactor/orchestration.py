@@ -24,27 +24,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hybrid_operator import eventlog, logs, metrics, shards
-from hybrid_operator.config import Config
+from hybrid_operator import eventlog, logs, metrics
+from hybrid_operator.ansible.executors import Executor, build_executor
 from hybrid_operator.errors import OperatorError
-from hybrid_operator.health import Probes
 from hybrid_operator.kube.cachereads import Caches
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 from hybrid_operator.kube.events import EventRecorder
 from hybrid_operator.kube.leases import LeaderElector
-from hybrid_operator.kube.members import MemberLeases
 from hybrid_operator.kube.proxy import ApiProxy
 from hybrid_operator.kube.watching import Informer
 from hybrid_operator.reactor import failures
 from hybrid_operator.reactor.dependents import DependentWatches
-from hybrid_operator.reactor.executors import Executor, build_executor
 from hybrid_operator.reactor.failures import Retry
 from hybrid_operator.reactor.filtering import event_priority, wants_reconcile
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
 from hybrid_operator.reactor.reconciling import KindContext, Reconciler
-from hybrid_operator.reactor.sharding import Ring, abandon, member_id
-from hybrid_operator.shards import Members, Verdict
-from hybrid_operator.watches import Watch
+from hybrid_operator.reactor.sharding import rules as shards
+from hybrid_operator.reactor.sharding.members import MemberLeases
+from hybrid_operator.reactor.sharding.ring import Ring, abandon, member_id
+from hybrid_operator.reactor.sharding.rules import Members, Verdict
+from hybrid_operator.serving.health import Probes
+from hybrid_operator.settings.config import Config
+from hybrid_operator.settings.watches import Watch
 
 log = logging.getLogger(__name__)
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"

@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hybrid_operator import logs
-from hybrid_operator import status as status_mod
-from hybrid_operator.annotations import RunSettings
+from hybrid_operator.ansible.privatedirs import TempDir
 from hybrid_operator.ansible.reserved import reservations
 from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import Executor, RunRequest
@@ -39,10 +38,11 @@ from hybrid_operator.kube import patching
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 from hybrid_operator.kube.events import EventRecorder
 from hybrid_operator.kube.proxy import ApiProxy, Owner
-from hybrid_operator.privatedirs import TempDir
 from hybrid_operator.reactor import admitting
+from hybrid_operator.reactor import status as status_mod
+from hybrid_operator.reactor.annotations import RunSettings
 from hybrid_operator.reactor.queueing import Key
-from hybrid_operator.watches import Watch
+from hybrid_operator.settings.watches import Watch
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hybrid_operator.metrics import REGISTRY
-from hybrid_operator.metricsauth import Gate
-from hybrid_operator.tlsserving import ServerTLS
-from hybrid_operator.usermetrics import USER_METRICS
+from hybrid_operator.serving.metricsauth import Gate
+from hybrid_operator.serving.tlsserving import ServerTLS
+from hybrid_operator.serving.usermetrics import USER_METRICS
 
 log = logging.getLogger(__name__)
 

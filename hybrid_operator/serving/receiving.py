@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from hybrid_operator.errors import ConfigError
-from hybrid_operator.usermetrics import MAX_BODY_BYTES, USER_METRICS, UserMetricError, UserMetrics, parse
+from hybrid_operator.serving.usermetrics import MAX_BODY_BYTES, USER_METRICS, UserMetricError, UserMetrics, parse
 
 log = logging.getLogger(__name__)
 

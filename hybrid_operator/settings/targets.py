@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hybrid_operator.errors import ConfigError
-from hybrid_operator.yamlfiles import playbook_problem, read_text
+from hybrid_operator.settings.yamlfiles import playbook_problem, read_text
 
 PLAYBOOK_MAX_BYTES = 4 << 20  # playbooks are a few KiB; this only keeps a wrong path from costing minutes
 PATH_MAX = 4096

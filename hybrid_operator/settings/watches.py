@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hybrid_operator import names, targets, yamlfiles
-from hybrid_operator.durations import parse_period
 from hybrid_operator.errors import ConfigError
+from hybrid_operator.settings import names, targets, yamlfiles
+from hybrid_operator.settings.durations import parse_period
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 

@@ -22,7 +22,7 @@ import pytest
 from hybrid_operator.ansible import inputdir
 from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import Executor, ExecutorSettings, RunnerExecutor, RunRequest
-from hybrid_operator.ansible.warm import WarmExecutor
+from hybrid_operator.ansible.warm.executor import WarmExecutor
 
 pytestmark = pytest.mark.integration
 ROLES = Path(__file__).resolve().parents[1] / "fixtures" / "projects" / "untrusted" / "roles"

@@ -23,7 +23,7 @@ import pytest
 
 from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import ExecutorSettings, RunnerExecutor, RunRequest
-from hybrid_operator.ansible.warm import WarmExecutor, ZygoteError
+from hybrid_operator.ansible.warm.executor import WarmExecutor, ZygoteError
 
 pytestmark = pytest.mark.integration
 ROLES = Path(__file__).resolve().parents[1] / "fixtures" / "projects" / "warm" / "roles"
@@ -129,7 +129,7 @@ def test_modules_in_the_worker_are_the_same(tmp_path: Path) -> None:
         assert status["k8s"].startswith("True|")
         assert status["killed"].startswith("137|Module result deserialization failed")
         where = warm.run(replace(request(name="where", spec={"mode": "where"}), role="modules"))
-        assert "hybrid_operator.ansible.zygote" in where.status["where"]  # the module ran in a worker's fork
+        assert "hybrid_operator.ansible.warm.zygote" in where.status["where"]  # the module ran in a worker's fork
         cold_where = runner.run(replace(request(name="where", spec={"mode": "where"}), role="modules"))
         assert "zygote" not in cold_where.status["where"]
     finally:

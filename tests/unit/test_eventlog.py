@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from hybrid_operator import eventlog
-from tests.unit.test_config import config
+from tests.unit.settings.test_config import config
 
 
 @pytest.mark.parametrize(("text", "level"), [("Tasks", "tasks"), ("EVERYTHING", "everything"), ("nothing", "nothing")])

@@ -20,13 +20,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hybrid_operator.ansible import inline, protocol
-from hybrid_operator.ansible.reaping import KILL_GRACE, kill, terminate
-from hybrid_operator.privatedirs import ensure_private_dir
+from hybrid_operator.ansible.privatedirs import ensure_private_dir
+from hybrid_operator.ansible.warm import inline, protocol
+from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, terminate
 
 log = logging.getLogger(__name__)
 
-SERVER = ("-m", "hybrid_operator.ansible.zygote")  # the zygote, after ``python -P``
+SERVER = ("-m", "hybrid_operator.ansible.warm.zygote")  # the zygote, after ``python -P``
 
 
 class ZygoteError(RuntimeError):

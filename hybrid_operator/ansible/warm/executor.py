@@ -37,7 +37,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hybrid_operator.ansible import compat, inputdir, protocol, selftest
+from hybrid_operator.ansible import compat, inputdir
+from hybrid_operator.ansible.privatedirs import TempDir, write_private_file
 from hybrid_operator.ansible.results import EventCollector, RunResult
 from hybrid_operator.ansible.running import (
     ExecutorSettings,
@@ -47,8 +48,8 @@ from hybrid_operator.ansible.running import (
     run_with_runner,
     runner_ready,
 )
-from hybrid_operator.ansible.zygoteclient import SERVER, ZygoteClient, ZygoteError
-from hybrid_operator.privatedirs import TempDir, write_private_file
+from hybrid_operator.ansible.warm import protocol, selftest
+from hybrid_operator.ansible.warm.client import SERVER, ZygoteClient, ZygoteError
 
 log = logging.getLogger(__name__)
 

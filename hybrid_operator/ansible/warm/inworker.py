@@ -38,7 +38,8 @@ import tempfile
 import traceback
 from typing import Any
 
-from hybrid_operator.ansible import compat, forking
+from hybrid_operator.ansible import compat
+from hybrid_operator.ansible.warm import forking
 
 SHARED_CACHE_DIR = "ansiballz-shared"
 _installed: dict[str, Any] = {}

@@ -1,6 +1,6 @@
 """The zygote: a warm Ansible process that forks one child per run (the server side of the warm executor).
 
-``zygoteclient.ZygoteClient`` starts it as ``python -P -m hybrid_operator.ansible.zygote --fd N`` with the
+``zygoteclient.ZygoteClient`` starts it as ``python -P -m hybrid_operator.ansible.warm.zygote --fd N`` with the
 environment every run shares already in place: Ansible reads its configuration once, when it is imported,
 so nothing per-run may be in it. The zygote checks the ansible-core version, imports Ansible, runs the
 warm-up playbook (``selftest.PLAYBOOK``) **in itself**, on Ansible's normal path (the executor's self-test
@@ -42,9 +42,10 @@ import traceback
 import warnings
 from dataclasses import dataclass, field
 
-from hybrid_operator.ansible import compat, forking, inline, inworker, protocol
-from hybrid_operator.ansible.reaping import KILL_GRACE, kill, terminate
-from hybrid_operator.privatedirs import new_temp_dir
+from hybrid_operator.ansible import compat
+from hybrid_operator.ansible.privatedirs import new_temp_dir
+from hybrid_operator.ansible.warm import forking, inline, inworker, protocol
+from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, terminate
 
 # The action plugins behind the builtin tasks roles use most. Ansible loads action plugins in its worker
 # processes, one fork per task, so the warm-up playbook loading them does not help the runs that follow;
@@ -313,7 +314,7 @@ class ZygoteServer:
 
 
 def main(argv: list[str] | None = None, server: type[ZygoteServer] = ZygoteServer) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hybrid_operator.ansible.zygote")
+    parser = argparse.ArgumentParser(prog="python -m hybrid_operator.ansible.warm.zygote")
     parser.add_argument("--fd", type=int, required=True, help="the inherited socket to the executor")
     parser.add_argument("--modules-in-worker", action="store_true", help="run modules in Ansible's workers")
     parser.add_argument("--inline-tasks", action="store_true", help="run local tasks without a worker fork")

@@ -22,11 +22,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from hybrid_operator import metrics, shards
+from hybrid_operator import metrics
 from hybrid_operator.kube.client import ApiError
-from hybrid_operator.kube.members import MemberLeases, Record
 from hybrid_operator.reactor.queueing import Key
-from hybrid_operator.shards import Members, Peer, Verdict
+from hybrid_operator.reactor.sharding import rules as shards
+from hybrid_operator.reactor.sharding.members import MemberLeases, Record
+from hybrid_operator.reactor.sharding.rules import Members, Peer, Verdict
 
 log = logging.getLogger(__name__)
 

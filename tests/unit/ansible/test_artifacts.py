@@ -11,7 +11,7 @@ import pytest
 
 from hybrid_operator.ansible import artifacts
 from hybrid_operator.ansible.artifacts import ArtifactStore, dir_size
-from hybrid_operator.privatedirs import ensure_private_dir
+from hybrid_operator.ansible.privatedirs import ensure_private_dir
 
 A = ("cache.example.com", "v1alpha1", "Memcached", "shop", "a")
 B = ("cache.example.com", "v1alpha1", "Memcached", "shop", "b")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from hybrid_operator.ansible.privatedirs import TempDir, check_private_dir, ensure_private_dir, write_private_file
 from hybrid_operator.errors import ConfigError
-from hybrid_operator.privatedirs import TempDir, check_private_dir, ensure_private_dir, write_private_file
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a dir to another user")
@@ -177,7 +177,7 @@ def _python(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 def test_temp_dirs_left_open_are_removed_when_the_process_exits(tmp_path: Path) -> None:
     out = _python(
         """
-        from hybrid_operator.privatedirs import TempDir
+        from hybrid_operator.ansible.privatedirs import TempDir
         d = TempDir("hybrid-operator-runs-")
         (d.path / "run.kubeconfig").write_text("secret")
         print(d.path)
@@ -192,7 +192,7 @@ def test_a_forked_child_exiting_leaves_its_parents_temp_dirs_alone(tmp_path: Pat
     out = _python(
         """
         import os, sys
-        from hybrid_operator.privatedirs import TempDir
+        from hybrid_operator.ansible.privatedirs import TempDir
         d = TempDir("hyop-")
         pid = os.fork()
         if pid == 0:

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator import receiving
-from hybrid_operator.usermetrics import UserMetrics
+from hybrid_operator.serving import receiving
+from hybrid_operator.serving.usermetrics import UserMetrics
 
 ROOT = Path(__file__).resolve().parents[3]
 COLLECTIONS = ROOT / "hybrid_operator" / "collections"

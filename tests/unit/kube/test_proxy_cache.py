@@ -14,7 +14,7 @@ from hybrid_operator.kube.cachereads import Caches
 from hybrid_operator.kube.client import Kube, Resource
 from hybrid_operator.kube.proxy import ApiProxy, Owner
 from hybrid_operator.kube.watching import Informer
-from hybrid_operator.watches import GVK
+from hybrid_operator.settings.watches import GVK
 from tests.unit.kube.test_proxy import Upstream, raw, status_of
 
 OWNER = Owner("samplecontroller.k8s.io/v1alpha1", "Foo", "f", "ns", "uid-1")

@@ -9,7 +9,7 @@ import yaml
 
 from hybrid_operator.project import crds, scaffolding
 from hybrid_operator.project.scaffolding import ScaffoldError, create_api, new_project
-from hybrid_operator.watches import load_watches
+from hybrid_operator.settings.watches import load_watches
 
 RESERVED = frozenset({"hostvars", "item", "omit", "name"})
 

@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_operator.annotations import VERBOSITY, RunSettings
 from hybrid_operator.ansible.extravars import KNOWN_RESERVED_KEYS
 from hybrid_operator.ansible.inputdir import refused_spec_names, to_snake
 from hybrid_operator.ansible.reserved import Reservations, reserved_names
 from hybrid_operator.errors import InvalidObject, TemporaryError
 from hybrid_operator.reactor.admitting import MAX_DEPTH, REASON_ANSIBLE, admit, nesting_depth
+from hybrid_operator.reactor.annotations import VERBOSITY, RunSettings
 
 DEFAULTS = RunSettings(36000.0, 2, 20)
 RESERVED = frozenset({"omit", "hostvars", "lookup", "name", "port"})

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_operator import annotations as ann
 from hybrid_operator.errors import InvalidObject
+from hybrid_operator.reactor import annotations as ann
 
 DEFAULTS = {"period": 36000.0, "verbosity": 2, "max_artifacts": 20}
 

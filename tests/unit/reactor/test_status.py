@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator import status as status_mod
 from hybrid_operator.ansible.results import FailedTask, RunResult
-from hybrid_operator.status import (
+from hybrid_operator.reactor import status as status_mod
+from hybrid_operator.reactor.status import (
     error_status,
     failure_reason,
     final_status,

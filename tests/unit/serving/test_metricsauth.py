@@ -10,7 +10,7 @@ import pytest
 
 from hybrid_operator.errors import TemporaryError
 from hybrid_operator.kube.reviews import Identity
-from hybrid_operator.metricsauth import MAX_TOKEN_LENGTH, Gate, bearer_token
+from hybrid_operator.serving.metricsauth import MAX_TOKEN_LENGTH, Gate, bearer_token
 
 READER = Identity("system:serviceaccount:monitoring:prometheus", "u-1", ("system:serviceaccounts",), ())
 STRANGER = Identity("system:serviceaccount:default:default", "u-2", ("system:serviceaccounts",), ())

@@ -14,9 +14,10 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 
-from hybrid_operator import cli, health, receiving
+from hybrid_operator import cli
 from hybrid_operator.errors import ConfigError
-from hybrid_operator.usermetrics import USER_METRICS, UserMetrics
+from hybrid_operator.serving import health, receiving
+from hybrid_operator.serving.usermetrics import USER_METRICS, UserMetrics
 
 
 @pytest.fixture(scope="module")

@@ -17,11 +17,11 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from hybrid_operator import health
 from hybrid_operator.errors import ConfigError
 from hybrid_operator.kube.reviews import Identity
-from hybrid_operator.metricsauth import Gate
-from hybrid_operator.tlsserving import ServerTLS, self_signed
+from hybrid_operator.serving import health
+from hybrid_operator.serving.metricsauth import Gate
+from hybrid_operator.serving.tlsserving import ServerTLS, self_signed
 
 READER = Identity("reader", "", (), ())
 

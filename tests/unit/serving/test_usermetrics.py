@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_operator import usermetrics as um
-from hybrid_operator.usermetrics import Operation, UserMetric, UserMetricError, UserMetrics, parse
+from hybrid_operator.serving import usermetrics as um
+from hybrid_operator.serving.usermetrics import Operation, UserMetric, UserMetricError, UserMetrics, parse
 
 
 def body(doc: Any) -> bytes:

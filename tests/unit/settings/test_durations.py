@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_operator.durations import (
+from hybrid_operator.settings.durations import (
     PERIOD_CEILING,
     PERIOD_FLOOR,
     format_duration,

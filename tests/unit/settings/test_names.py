@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hybrid_operator import names
+from hybrid_operator.settings import names
 
 
 @pytest.mark.parametrize("text", ["", "apps", "cache.example.com", "x-1.example.com", "a" * 63 + "." + "b" * 63])

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from hybrid_operator.errors import ConfigError
-from hybrid_operator.watches import GVK, Finalizer, Target, Watch, load_watches
+from hybrid_operator.settings.watches import GVK, Finalizer, Target, Watch, load_watches
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 WATCHES = FIXTURES / "watches"
 ROLES = FIXTURES / "roles"
 MEMCACHED = GVK("cache.example.com", "v1alpha1", "Memcached")

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from hybrid_operator.cli import main
-from hybrid_operator.durations import PERIOD_CEILING
 from hybrid_operator.errors import ConfigError
-from hybrid_operator.watches import Target, load_watches
+from hybrid_operator.settings.durations import PERIOD_CEILING
+from hybrid_operator.settings.watches import Target, load_watches
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 ROLES = FIXTURES / "roles"
 ENTRY = "- version: v1alpha1\n  group: cache.example.com\n  kind: Memcached\n  role: memcached\n"
 ENTRY0 = "entry 0 (cache.example.com/v1alpha1/Memcached)"

@@ -16,12 +16,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hybrid_operator import names
-from hybrid_operator.durations import PERIOD_CEILING, PERIOD_FLOOR
 from hybrid_operator.errors import ConfigError
-from hybrid_operator.watches import KNOWN_FIELDS, Watch, load_watches
+from hybrid_operator.settings import names
+from hybrid_operator.settings.durations import PERIOD_CEILING, PERIOD_FLOOR
+from hybrid_operator.settings.watches import KNOWN_FIELDS, Watch, load_watches
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 ROLES = FIXTURES / "roles"
 VALID = (FIXTURES / "watches" / "valid-all-fields.yaml").read_bytes()
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

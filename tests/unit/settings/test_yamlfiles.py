@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hybrid_operator.errors import ConfigError
-from hybrid_operator.yamlfiles import (
+from hybrid_operator.settings.yamlfiles import (
     MAX_BYTES,
     MAX_DEPTH,
     PLAYBOOK_MAX_DEPTH,

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hybrid_operator.ansible import compat, inline
+from hybrid_operator.ansible import compat
+from hybrid_operator.ansible.warm import inline
 
 _PLAYBOOK = """
 - hosts: localhost
@@ -51,7 +52,8 @@ _PLAYBOOK = """
 _RUN = """
 import os, sys
 print("controller", os.getpid(), flush=True)
-from hybrid_operator.ansible import compat, inline
+from hybrid_operator.ansible import compat
+from hybrid_operator.ansible.warm import inline
 if sys.argv[1] == "inline":
     assert inline.install() == []
 sys.exit(compat.run_playbook(["ansible-playbook", sys.argv[2]]))

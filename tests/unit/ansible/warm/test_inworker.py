@@ -14,7 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hybrid_operator.ansible import compat, inworker
+from hybrid_operator.ansible import compat
+from hybrid_operator.ansible.warm import inworker
 
 _BUILD = """
 import json, sys

@@ -21,7 +21,7 @@ import pytest
 
 from hybrid_operator.ansible import compat
 
-PYPROJECT = Path(__file__).resolve().parents[3] / "pyproject.toml"
+PYPROJECT = Path(__file__).resolve().parents[4] / "pyproject.toml"
 
 
 @pytest.fixture

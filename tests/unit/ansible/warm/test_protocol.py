@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from hybrid_operator.ansible import protocol
+from hybrid_operator.ansible.warm import protocol
 
 RUN = protocol.RunSpec(["ansible-playbook", "site.yml"], {"PATH": "/bin"}, "/tmp/x", "/tmp/x/out", 60.0, cold=True)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hybrid_operator.ansible import selftest
+from hybrid_operator.ansible.warm import selftest
 
 
 def event(counter: int, kind: str, task: str, res: dict[str, Any]) -> dict[str, Any]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from hybrid_operator import shards
 from hybrid_operator.kube.client import ApiError
-from hybrid_operator.kube.members import ACK_ANNOTATION, Record, _record
 from hybrid_operator.reactor.queueing import Key
-from hybrid_operator.reactor.sharding import Ring
-from hybrid_operator.shards import Verdict
+from hybrid_operator.reactor.sharding import rules as shards
+from hybrid_operator.reactor.sharding.members import ACK_ANNOTATION, Record, _record
+from hybrid_operator.reactor.sharding.ring import Ring
+from hybrid_operator.reactor.sharding.rules import Verdict
 
 UIDS = [f"uid-{i}" for i in range(500)]
 

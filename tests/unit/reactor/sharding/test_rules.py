@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hybrid_operator import shards
-from hybrid_operator.shards import Peer, Verdict
+from hybrid_operator.reactor.sharding import rules as shards
+from hybrid_operator.reactor.sharding.rules import Peer, Verdict
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 UIDS = [str(uuid.UUID(int=i * 7919 + 1)) for i in range(3000)]

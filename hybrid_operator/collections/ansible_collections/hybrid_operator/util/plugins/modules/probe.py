@@ -50,7 +50,7 @@ def main() -> None:
         data=module.params["data"],
         env_value=os.environ.get(module.params["env"], "") if module.params["env"] else "",
         cwd=os.getcwd(),
-        warm_process="hybrid_operator.ansible.inworker" in sys.modules,
+        warm_process="hybrid_operator.ansible.warm.inworker" in sys.modules,
     )
 
 

@@ -5,7 +5,7 @@
 The arguments and the body are those of ``operator_sdk.util.osdk_metric`` (the Galaxy collection), so a
 role works the same under operator-sdk's operator and ours: ``name`` and ``description`` always, and the
 one metric type given, with every suboption present (``null`` when unset). The receiver is the operator's
-(``hybrid_operator.receiving``); the operator tells each run its address through ``URL_ENV``, an empty
+(``hybrid_operator.serving.receiving``); the operator tells each run its address through ``URL_ENV``, an empty
 value meaning it is off. Standard library only, so it is unit-tested without Ansible.
 """
 
