@@ -24,7 +24,7 @@ from kubernetes import config as k8s_config
 
 from hybrid_operator.errors import ConfigError, TemporaryError
 from hybrid_operator.kube import jsondecoding
-from hybrid_operator.settings.watches import GVK
+from hybrid_operator.kube.objects import GVK
 
 KubeObject = dict[str, Any]
 

@@ -30,9 +30,10 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import FoldedScalarString, ScalarString
 
 from hybrid_operator.errors import ConfigError
+from hybrid_operator.kube.objects import GVK
 from hybrid_operator.project import crdschema
 from hybrid_operator.project.argspecs import load_role_spec
-from hybrid_operator.settings.watches import GVK, Watch, load_watches
+from hybrid_operator.settings.watches import Watch, load_watches
 
 OWNED = frozenset({"type", "description", "default", "enum", "required", "properties", "items", crdschema.PRESERVE})
 _LINE = 118  # yamllint allows 120

@@ -27,10 +27,11 @@ from typing import Any
 
 from hybrid_operator.kube.cachereads import Caches
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject
+from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.proxy import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Child
 from hybrid_operator.kube.watching import Informer
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, Key, WorkQueue
-from hybrid_operator.settings.watches import GVK, Watch
+from hybrid_operator.settings.watches import Watch
 
 log = logging.getLogger(__name__)
 

@@ -31,12 +31,13 @@ from hybrid_operator.ansible.executors import build_executor
 from hybrid_operator.errors import ConfigError
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource, context_namespace
 from hybrid_operator.kube.events import EventRecorder
+from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.proxy import ApiProxy
 from hybrid_operator.reactor.admitting import MAX_DEPTH, nesting_depth
 from hybrid_operator.reactor.queueing import Key
 from hybrid_operator.reactor.reconciling import KindContext, Reconciler
 from hybrid_operator.settings.config import Config
-from hybrid_operator.settings.watches import GVK, Watch
+from hybrid_operator.settings.watches import Watch
 
 FIELD_MANAGER = "hybrid-operator-reconcile"
 MAX_FILE_BYTES = 3 << 20  # the API server's own limit on a request body is 3 MiB

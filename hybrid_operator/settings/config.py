@@ -17,8 +17,8 @@ from pathlib import Path
 
 from hybrid_operator import eventlog
 from hybrid_operator.errors import ConfigError
+from hybrid_operator.kube.objects import GVK
 from hybrid_operator.settings.durations import parse_duration, parse_period
-from hybrid_operator.settings.watches import GVK
 
 CPUS = max(1, os.cpu_count() or 1)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hybrid_operator.errors import ConfigError
+from hybrid_operator.kube.objects import GVK
 from hybrid_operator.settings import names, targets, yamlfiles
 from hybrid_operator.settings.durations import parse_period
 
@@ -47,22 +48,6 @@ KNOWN_FIELDS = {
 _FINALIZER_FIELDS = {"name", "role", "playbook", "vars"}
 _SELECTOR_OPERATORS = ("DoesNotExist", "Exists", "In", "NotIn")  # a tuple: `in` must not hash what it tests
 _EXPRESSION_FIELDS = {"key", "operator", "values"}
-
-
-@dataclass(frozen=True, order=True)
-class GVK:
-    """A group/version/kind; group is "" for the core API group."""
-
-    group: str
-    version: str
-    kind: str
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def __str__(self) -> str:
-        return f"{self.kind}.{self.version}.{self.group}" if self.group else f"{self.kind}.{self.version}"
 
 
 @dataclass(frozen=True)

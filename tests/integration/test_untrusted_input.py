@@ -19,7 +19,7 @@ import yaml
 from kubernetes import client
 
 from hybrid_operator.kube.client import Kube
-from hybrid_operator.settings.watches import GVK
+from hybrid_operator.kube.objects import GVK
 from tests.integration.conftest import FIXTURES, Objects, OperatorProcess, condition, wait_until
 
 pytestmark = pytest.mark.integration

@@ -12,9 +12,9 @@ from kubernetes import client as k8s_client
 from hybrid_operator import metrics
 from hybrid_operator.kube.cachereads import Caches
 from hybrid_operator.kube.client import Kube, Resource
+from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.proxy import ApiProxy, Owner
 from hybrid_operator.kube.watching import Informer
-from hybrid_operator.settings.watches import GVK
 from tests.unit.kube.test_proxy import Upstream, raw, status_of
 
 OWNER = Owner("samplecontroller.k8s.io/v1alpha1", "Foo", "f", "ns", "uid-1")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.proxy import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Child, Owner, owned_by_kind
 from hybrid_operator.reactor.dependents import DependentWatches
 from hybrid_operator.reactor.queueing import Key, WorkQueue
-from hybrid_operator.settings.watches import GVK, Target, Watch
+from hybrid_operator.settings.watches import Target, Watch
 
 MEMCACHED = Watch(gvk=GVK("cache.example.com", "v1alpha1", "Memcached"), target=Target(role="memcached"))
 CLUSTER = Watch(

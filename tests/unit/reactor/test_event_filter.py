@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from hybrid_operator.kube.objects import GVK
 from hybrid_operator.reactor.annotations import RECONCILE_PERIOD as PERIOD_ANNOTATION
 from hybrid_operator.reactor.filtering import wants_reconcile
-from hybrid_operator.settings.watches import GVK, Target, Watch
+from hybrid_operator.settings.watches import Target, Watch
 
 PLAIN = Watch(gvk=GVK("cache.example.com", "v1alpha1", "Memcached"), target=Target(role="memcached"))
 ANNOTATIONS = Watch(gvk=PLAIN.gvk, target=PLAIN.target, watch_annotations_changes=True)

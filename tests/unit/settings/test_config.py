@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from hybrid_operator.errors import ConfigError
+from hybrid_operator.kube.objects import GVK
 from hybrid_operator.settings.config import Config, add_run_flags
-from hybrid_operator.settings.watches import GVK
 
 FOO = GVK("samplecontroller.k8s.io", "v1alpha1", "Foo")
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from hybrid_operator.errors import ConfigError
-from hybrid_operator.settings.watches import GVK, Finalizer, Target, Watch, load_watches
+from hybrid_operator.kube.objects import GVK
+from hybrid_operator.settings.watches import Finalizer, Target, Watch, load_watches
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 WATCHES = FIXTURES / "watches"
