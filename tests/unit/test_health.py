@@ -15,7 +15,7 @@ import pytest
 
 from hybrid_operator import health
 from hybrid_operator.httpbounds import BoundedServer
-from tests.unit.trickling import Tricklers
+from tests.trickling import Tricklers
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from hybrid_operator.httpbounds import BoundedHandler, BoundedServer, Bounds
-from tests.unit.trickling import Tricklers, wait_for
+from tests.trickling import Tricklers, wait_for
 
 Serve = Callable[[Bounds], BoundedServer]
 HOLD = threading.Event()  # /hold answers once this is set (at most 10 s): a served slot kept on purpose

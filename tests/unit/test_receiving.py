@@ -19,7 +19,7 @@ from hybrid_operator import cli, health, receiving
 from hybrid_operator.errors import ConfigError
 from hybrid_operator.httpbounds import BoundedServer
 from hybrid_operator.usermetrics import USER_METRICS, UserMetrics
-from tests.unit.trickling import Tricklers, wait_for
+from tests.trickling import Tricklers, wait_for
 
 
 @pytest.fixture(scope="module")

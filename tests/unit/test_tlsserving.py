@@ -23,7 +23,7 @@ from hybrid_operator.httpbounds import Bounds
 from hybrid_operator.kube.reviews import Identity
 from hybrid_operator.metricsauth import Gate
 from hybrid_operator.tlsserving import ServerTLS, self_signed
-from tests.unit.trickling import Tricklers, client_hello, wait_for
+from tests.trickling import Tricklers, client_hello, wait_for
 
 READER = Identity("reader", "", (), ())
 

@@ -17,8 +17,8 @@ from kubernetes import client as k8s_client
 
 from hybrid_operator.kube.client import Kube
 from hybrid_operator.kube.proxy import ApiProxy
+from tests.trickling import Tricklers, wait_for
 from tests.unit.kube.test_proxy import Upstream, raw, req, status_of, token
-from tests.unit.trickling import Tricklers, wait_for
 
 
 def start(upstream: Upstream, **bounds: float) -> ApiProxy:
