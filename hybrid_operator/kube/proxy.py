@@ -13,11 +13,15 @@ responses are streamed through unbuffered. With ``caches`` (``--proxy-cache-read
 informers can answer is answered from memory instead (``cachereads`` decides, including
 read-your-own-writes). Started by ``reactor.orchestration``; runs learn its address from the kubeconfig
 ``RunnerExecutor`` writes for them.
+
+Any local process can connect, so the server is a ``httpbounds.BoundedServer``: a request head must be
+complete within 5 s; connections still sending theirs, or showing no run's token, stay in a pending pool
+of 32 (the oldest closed to make room) and never take one of the runs' 64 slots, which a request takes
+only after its token checked out (at most half of them for one run).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import re
@@ -25,12 +29,12 @@ import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import urllib3
 
-from hybrid_operator import metrics
+from hybrid_operator import httpbounds, metrics
 from hybrid_operator.kube import cachereads, proxyrequests
 from hybrid_operator.kube.client import Kube
 
@@ -149,30 +153,6 @@ def owned_by_kind(obj: dict[str, Any], owner: Owner) -> bool:
     return primary_type == f"{owner.kind}.{owner.group}"
 
 
-class _BoundedServer(ThreadingHTTPServer):
-    """A threading HTTP server that turns connections away (503) beyond ``max_connections`` at once."""
-
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], max_connections: int) -> None:
-        super().__init__(address, handler)
-        self._slots = threading.BoundedSemaphore(max_connections)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            with contextlib.suppress(OSError):
-                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-
 class ApiProxy:
     """The runs' way to the API server: authenticated per run, owner references added, children reported."""
 
@@ -185,18 +165,28 @@ class ApiProxy:
         max_connections: int = 64,
         socket_timeout: float = 60.0,
         caches: cachereads.Caches | None = None,
+        max_pending: int = 32,
+        head_deadline: float = 5.0,
     ) -> None:
         self.kube = kube
         self.inject = inject
         self.on_child = on_child
-        self.max_connections = max_connections
+        # Slots are the runs': taken only once a request has shown a run's token, and no run may take more
+        # than half. Every client is on loopback, so the per-address cap is the pending pool itself.
+        self.bounds = httpbounds.Bounds(
+            max_connections=max_connections,
+            max_served_per_key=max(1, max_connections // 2),
+            max_pending=max_pending,
+            max_pending_per_address=max_pending,
+            head_deadline=head_deadline,
+        )
         self.socket_timeout = socket_timeout
         self._grants: dict[str, Owner] = {}  # token -> owner, for runs in progress only
         self._runs: dict[str, str] = {}  # run id -> token
         self.caches = caches
         self._writes: dict[str, cachereads.RunWrites] = {}  # token -> what that run wrote (with caches)
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: httpbounds.BoundedServer | None = None
 
     @property
     def address(self) -> str:
@@ -236,30 +226,35 @@ class ApiProxy:
                 self._grants.pop(token, None)
                 self._writes.pop(token, None)
 
-    def _owner(self, authorization: str | None) -> tuple[Owner | None, cachereads.RunWrites | None]:
-        """The run's owner (None: not a run's token) and, with caches, what the run wrote."""
+    def _owner(self, authorization: str | None) -> tuple[Owner | None, cachereads.RunWrites | None, str]:
+        """The run's owner (None: not a run's token), with caches what the run wrote, and the token."""
         token = proxyrequests.bearer_token(authorization)
         if token is None:
-            return None, None
+            return None, None, ""
         with self._lock:
-            return self._grants.get(token), self._writes.get(token)
+            return self._grants.get(token), self._writes.get(token), token
 
     def start(self) -> None:
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            timeout = proxy.socket_timeout  # on every socket: a silent client cannot hold a thread forever
+        class Handler(httpbounds.BoundedHandler):
+            timeout = proxy.socket_timeout  # each read and write after the head: a silent run ends too
+            admit_after_head = False  # a slot only for a run's token: see _handle
 
             def _handle(self) -> None:
                 try:
                     path = proxyrequests.target(self.path)
-                    owner, writes = proxy._owner(self.headers.get("Authorization"))
+                    owner, writes, token = proxy._owner(self.headers.get("Authorization"))
                     if owner is None:
                         raise proxyrequests.BadRequest(401, "this proxy serves the operator's own Ansible runs only")
                     length = proxyrequests.content_length(self.headers)
                 except proxyrequests.BadRequest as exc:
                     self.close_connection = True
                     self.send_error(exc.status, exc.message)
+                    return
+                # Only now does the request count against the runs' slots (503 past them): connections
+                # that never finish their head, or show no token, stay in the pending pool and its bounds.
+                if not self.admit(token):
                     return
                 body = self.rfile.read(length) if length else None
                 if body is not None and len(body) != length:
@@ -272,10 +267,7 @@ class ApiProxy:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
 
-            def log_message(self, format: str, *args: object) -> None:
-                return
-
-        self._server = _BoundedServer(("127.0.0.1", 0), Handler, self.max_connections)
+        self._server = httpbounds.BoundedServer(("127.0.0.1", 0), Handler, self.bounds, "API proxy")
         threading.Thread(target=self._server.serve_forever, name="api-proxy", daemon=True).start()
         log.info("API proxy for runs listening on %s", self.address)
 

@@ -7,21 +7,22 @@ replica leads (or could take over); /healthz fails when the workers or the watch
 
 With ``--metrics-secure`` the metrics server speaks HTTPS (``tlsserving``) and with
 ``--metrics-require-rbac`` every request on it is first decided by a ``metricsauth.Gate``: 401, 403 or
-served. The TLS handshake happens in the connection's own thread, under the same timeout as the request,
-so a client that stalls holds one thread for at most that long and never the server.
+served. Both servers are bounded (``httpbounds.BoundedServer``): the TLS handshake happens in the connection's
+own thread, and it and the request head must be done within 5 s together; at most 64 connections wait
+for their head (16 per client address, the oldest closed to make room) and 32 are served at once (8 per
+client address), so clients that trickle or stall hold a bounded number of threads and never the probes.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-import ssl
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from hybrid_operator.httpbounds import BoundedHandler, BoundedServer, Bounds
 from hybrid_operator.metrics import REGISTRY
 from hybrid_operator.serving.metricsauth import Gate
 from hybrid_operator.serving.tlsserving import ServerTLS
@@ -30,7 +31,8 @@ from hybrid_operator.serving.usermetrics import USER_METRICS
 log = logging.getLogger(__name__)
 
 Check = Callable[[], tuple[bool, str]]
-REQUEST_TIMEOUT = 10.0  # seconds a client may take for the TLS handshake, and then for its request
+REQUEST_TIMEOUT = 10.0  # seconds each read or write may take once the head is in
+BOUNDS = Bounds(max_connections=32, max_served_per_key=8, max_pending=64, max_pending_per_address=16)
 
 
 class Probes:
@@ -62,15 +64,19 @@ def parse_address(address: str) -> tuple[str, int] | None:
     return (host or "0.0.0.0", int(port))
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(BoundedServer):
     """One of our HTTP servers: what it serves, and how (TLS, a gate) when it is the secured metrics one."""
 
-    daemon_threads = True
-
     def __init__(
-        self, bind: tuple[str, int], probes: Probes | None, metrics: bool, tls: ServerTLS | None, gate: Gate | None
+        self,
+        bind: tuple[str, int],
+        probes: Probes | None,
+        metrics: bool,
+        tls: ServerTLS | None,
+        gate: Gate | None,
+        bounds: Bounds,
     ) -> None:
-        super().__init__(bind, _Handler)
+        super().__init__(bind, _Handler, bounds, "metrics server" if metrics else "health probes")
         self.probes = probes
         self.metrics = metrics
         self.tls = tls
@@ -80,23 +86,13 @@ class _Server(ThreadingHTTPServer):
         sock, addr = self.socket.accept()
         if self.tls is None:
             return sock, addr
-        # The handshake is left to the handler's thread (see module docstring).
+        # The handshake is left to the handler's thread, under the head's deadline (see module docstring).
         return self.tls.context().wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
 
-    def handle_error(self, request: object, client_address: object) -> None:
-        # A failed handshake or a client gone mid-request is the client's business, not a traceback.
-        log.debug("request from %s failed", client_address, exc_info=True)
 
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(BoundedHandler):
     timeout = REQUEST_TIMEOUT
     server: _Server
-
-    def setup(self) -> None:
-        if isinstance(self.request, ssl.SSLSocket):
-            self.request.settimeout(self.timeout)
-            self.request.do_handshake()
-        super().setup()
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -126,9 +122,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: object) -> None:
-        return  # probes every few seconds would drown the log
-
 
 def serve(
     address: str,
@@ -136,12 +129,13 @@ def serve(
     metrics: bool,
     tls: ServerTLS | None = None,
     gate: Gate | None = None,
-) -> ThreadingHTTPServer | None:
+    bounds: Bounds = BOUNDS,
+) -> BoundedServer | None:
     """Start a server on ``address`` in a thread of its own ('0' or '': none); the caller shuts it down."""
     bind = parse_address(address)
     if bind is None:
         return None
-    server = _Server(bind, probes, metrics, tls, gate)
+    server = _Server(bind, probes, metrics, tls, gate, bounds)
     threading.Thread(target=server.serve_forever, name=f"http-{bind[1]}", daemon=True).start()
     host, port = server.server_address[:2]
     what = "metrics" if metrics else "health probes"

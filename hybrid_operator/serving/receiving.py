@@ -1,9 +1,12 @@
 """The HTTP receiver roles send custom metrics to: ``POST /metrics`` on localhost:5050, as upstream.
 
 Started by ``cli`` next to the probe and metrics servers, before any run, and stopped with them. Each
-request is one ``usermetrics.UserMetric``: the body is read with bounds (``Content-Length`` required and at
-most 64 KiB, 5 s per socket read, at most 16 connections at once), parsed by ``usermetrics.parse`` and
-applied to ``usermetrics.USER_METRICS``, which ``health`` serves on /metrics. Answers as operator-sdk's
+request is one ``usermetrics.UserMetric``: read with bounds (the head within 5 s, ``Content-Length``
+required and at most 64 KiB, the body within 10 s), parsed by ``usermetrics.parse`` and applied to
+``usermetrics.USER_METRICS``, which ``health`` serves on /metrics. Any local process can connect, so the
+server is a ``httpbounds.BoundedServer``: until its body is in, a request is pending, and at most 16 are
+(8 per client address; the oldest is closed to make room), so clients that trickle never keep a role's
+metric out; 16 are served at once. Answers as operator-sdk's
 apiserver does: 200 with an empty body, 400 with the reason, 405 for another method on /metrics; and,
 beyond upstream, 411/413 for a body without a length or too large. A request never gets a traceback.
 
@@ -18,10 +21,10 @@ import logging
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import ThreadingHTTPServer
 
 from hybrid_operator.errors import ConfigError
+from hybrid_operator.httpbounds import BoundedHandler, BoundedServer, Bounds
 from hybrid_operator.serving.usermetrics import MAX_BODY_BYTES, USER_METRICS, UserMetricError, UserMetrics, parse
 
 log = logging.getLogger(__name__)
@@ -29,9 +32,9 @@ log = logging.getLogger(__name__)
 DEFAULT_ADDRESS = "localhost:5050"
 URL_ENV = "HYBRID_OPERATOR_USER_METRICS_URL"
 PATH = "/metrics"
-READ_TIMEOUT = 5.0  # seconds per socket read, as upstream's ReadHeaderTimeout
+READ_TIMEOUT = 5.0  # seconds per socket read once the head is in
 BODY_DEADLINE = 10.0  # seconds for the whole body, however slowly it trickles in
-MAX_CONNECTIONS = 16
+BOUNDS = Bounds(max_connections=16, max_served_per_key=16, max_pending=16, max_pending_per_address=8)
 
 
 def parse_address(address: str) -> tuple[str, int] | None:
@@ -45,49 +48,28 @@ def parse_address(address: str) -> tuple[str, int] | None:
     return (host.strip("[]") or "localhost", int(port))
 
 
-class _Server(ThreadingHTTPServer):
-    """A threading server with a cap on connections; past it a connection is closed unanswered."""
+class _Server(BoundedServer):
+    """The bounded server, with the store the metrics go to."""
 
-    daemon_threads = True
-
-    def __init__(self, bind: tuple[str, int], store: UserMetrics, max_connections: int) -> None:
+    def __init__(self, bind: tuple[str, int], store: UserMetrics, bounds: Bounds) -> None:
         self.store = store
-        self._slots = threading.BoundedSemaphore(max_connections)
-        if ":" in bind[0]:
-            self.address_family = socket.AF_INET6
-        super().__init__(bind, _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            log.debug("role metrics receiver: %d connections open, closing a new one", MAX_CONNECTIONS)
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except Exception:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.debug("role metrics receiver: connection dropped", exc_info=True)  # never a traceback on stderr
+        super().__init__(bind, _Handler, bounds, "role metrics receiver")
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(BoundedHandler):
     server: _Server
     timeout = READ_TIMEOUT
+    admit_after_head = False  # a request is pending until its body is in: see do_POST
     _body_read = False
 
     def do_POST(self) -> None:
         if not self._on_path():
             return
         try:
-            metric = parse(self._body())
+            body = self._body()
+            if not self.admit():
+                return
+            metric = parse(body)
             self.server.store.apply(metric)
         except UserMetricError as exc:
             log.debug("role metric refused: %s", exc)
@@ -177,18 +159,13 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass  # the client went away: nothing left to protect
 
-    def log_message(self, format: str, *args: object) -> None:
-        return  # one line per metric update would drown the log; refusals are logged at debug
 
-
-def serve(
-    address: str, store: UserMetrics = USER_METRICS, max_connections: int = MAX_CONNECTIONS
-) -> ThreadingHTTPServer | None:
+def serve(address: str, store: UserMetrics = USER_METRICS, bounds: Bounds = BOUNDS) -> BoundedServer | None:
     """Listen on ``address`` (None when disabled with '0'); ``OSError`` when it cannot be bound."""
     bind = parse_address(address)
     if bind is None:
         return None
-    server = _Server(bind, store, max_connections)
+    server = _Server(bind, store, bounds)
     threading.Thread(target=server.serve_forever, name="user-metrics", daemon=True).start()
     log.info("receiving role metrics on %s", url(server))
     return server

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -16,14 +17,16 @@ import pytest
 
 from hybrid_operator import cli
 from hybrid_operator.errors import ConfigError
+from hybrid_operator.httpbounds import BoundedServer
 from hybrid_operator.serving import health, receiving
 from hybrid_operator.serving.usermetrics import USER_METRICS, UserMetrics
+from tests.trickling import Tricklers, wait_for
 
 
 @pytest.fixture(scope="module")
 def shared_server() -> Iterator[ThreadingHTTPServer]:
     """One server for the module (each shutdown waits out a 0.5 s poll); each test gets a fresh store."""
-    srv = receiving.serve("127.0.0.1:0", UserMetrics(), max_connections=2)
+    srv = receiving.serve("127.0.0.1:0", UserMetrics())
     assert srv is not None
     yield srv
     srv.shutdown()
@@ -118,45 +121,52 @@ def test_a_body_that_stalls_is_refused(server: ThreadingHTTPServer, monkeypatch:
 
 
 @pytest.fixture
-def own_server(store: UserMetrics) -> Iterator[ThreadingHTTPServer]:
-    """A server of this test's own: on the shared one, a handler thread of an earlier test still ending could
-    hold a slot, take the place of an idle connection here and free it again under the third one."""
-    srv = receiving.serve("127.0.0.1:0", store, max_connections=2)
+def own_server(store: UserMetrics) -> Iterator[BoundedServer]:
+    """A server of this test's own, at its production bounds: on the shared one, a handler thread of an
+    earlier test still ending could hold a place."""
+    srv = receiving.serve("127.0.0.1:0", store)
     assert srv is not None
     yield srv
     srv.shutdown()
     srv.server_close()
 
 
-def test_connections_past_the_cap_are_closed_and_the_rest_still_served(
-    own_server: ThreadingHTTPServer, store: UserMetrics
+def test_idle_connections_past_the_cap_push_out_the_oldest_and_posts_are_served(
+    own_server: BoundedServer, store: UserMetrics
 ) -> None:
-    server = own_server
-    idle = [socket.create_connection(("127.0.0.1", port(server)), timeout=5) for _ in range(2)]
+    server, cap = own_server, receiving.BOUNDS.max_pending_per_address  # every client here is 127.0.0.1
+    idle = [socket.create_connection(("127.0.0.1", port(server)), timeout=5) for _ in range(cap)]
     try:
-        time.sleep(1.5)  # both accepted and waiting for their request line (slow on a loaded machine)
-        with socket.create_connection(("127.0.0.1", port(server)), timeout=5) as third:
-            assert third.recv(100) == b""  # closed unanswered
+        assert wait_for(lambda: server.counts()[0] == cap, 5)
+        with socket.create_connection(("127.0.0.1", port(server)), timeout=5):
+            assert idle[0].recv(100) == b""  # the oldest made room
+        body = json.dumps({"name": "g", "gauge": {"set": 3}}).encode()
+        assert request(server, "POST", body)[0] == 200
     finally:
         for sock in idle:
             sock.close()
-    body = json.dumps({"name": "g", "gauge": {"set": 3}}).encode()
-    deadline = time.monotonic() + 15
-    while _status_or_closed(server, body) != 200:  # the idle ones' slots come back as their threads end
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
     assert "g 3.0\n" in store.render().decode()
 
 
-def _status_or_closed(server: ThreadingHTTPServer, body: bytes) -> int:
-    try:
-        return request(server, "POST", body)[0]
-    except ConnectionError:  # closed unanswered: the slots are not back yet
-        return 0
-    except urllib.error.URLError as exc:  # the same, met while sending the body (urllib wraps it)
-        if isinstance(exc.reason, ConnectionError):
-            return 0
-        raise
+def test_a_role_metric_is_applied_while_clients_trickle_heads_and_bodies(
+    own_server: BoundedServer, store: UserMetrics
+) -> None:
+    server, before = own_server, threading.active_count()
+    body_trickle = b"POST /metrics HTTP/1.1\r\nContent-Length: 60000\r\n\r\n" + b"{" * 60000
+    most = 0
+    with (
+        Tricklers(port(server), 16, head=b"POST /metrics HTTP/1.1\r\nX: " + b"x" * 60000, limit=20),
+        Tricklers(port(server), 16, head=body_trickle, limit=20),
+    ):
+        time.sleep(1.5)  # 32 connections trickling, twice as many as may be pending
+        for n in range(10):
+            doc = {"name": "trickled", "gauge": {"set": n}}
+            started = time.monotonic()
+            assert request(server, "POST", json.dumps(doc).encode())[0] == 200
+            assert time.monotonic() - started < 2
+            most = max(most, threading.active_count() - before)
+    assert f"trickled {9:.1f}\n" in store.render().decode()
+    assert most <= 2 + receiving.BOUNDS.max_pending + 4  # two trickling threads, the pending pool, a few ending
 
 
 @pytest.mark.parametrize(

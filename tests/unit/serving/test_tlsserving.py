@@ -18,10 +18,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from hybrid_operator.errors import ConfigError
+from hybrid_operator.httpbounds import Bounds
 from hybrid_operator.kube.reviews import Identity
 from hybrid_operator.serving import health
 from hybrid_operator.serving.metricsauth import Gate
 from hybrid_operator.serving.tlsserving import ServerTLS, self_signed
+from tests.trickling import Tricklers, client_hello, wait_for
 
 READER = Identity("reader", "", (), ())
 
@@ -51,8 +53,8 @@ def peer_cert(port: int) -> bytes:
 def serve() -> Iterator[Callable[..., int]]:
     servers = []
 
-    def start(tls: ServerTLS, gate: Gate | None = None) -> int:
-        server = health.serve("127.0.0.1:0", None, metrics=True, tls=tls, gate=gate)
+    def start(tls: ServerTLS, gate: Gate | None = None, bounds: Bounds = health.BOUNDS) -> int:
+        server = health.serve("127.0.0.1:0", None, metrics=True, tls=tls, gate=gate, bounds=bounds)
         assert server is not None
         servers.append(server)
         return int(server.server_address[1])
@@ -110,11 +112,15 @@ def test_missing_certificate_files_stop_the_start(tmp_path: Path) -> None:
         ServerTLS.from_dir(tmp_path, "tls.crt", "tls.key")
 
 
-def test_the_gate_answers_before_anything_is_served(serve: Callable[..., int]) -> None:
-    gate = Gate(
+def reader_gate() -> Gate:
+    return Gate(
         lambda t: READER if t == "good" else Identity("other", "", (), ()) if t == "other" else None,
         lambda who, verb, path: who == READER and (verb, path) == ("get", "/metrics"),
     )
+
+
+def test_the_gate_answers_before_anything_is_served(serve: Callable[..., int]) -> None:
+    gate = reader_gate()
     port = serve(ServerTLS(), gate)
     assert get(port)[0] == 401
     assert get(port, token="forged")[0] == 401
@@ -131,3 +137,28 @@ def test_a_stalled_client_does_not_hold_up_others(serve: Callable[..., int]) -> 
         started = time.monotonic()
         assert get(port)[0] == 200
         assert time.monotonic() - started < 5
+
+
+def test_a_scrape_is_served_while_twice_the_pending_cap_trickles_its_handshake(serve: Callable[..., int]) -> None:
+    port, hello = serve(ServerTLS(), reader_gate()), client_hello()
+    spread = [f"127.0.0.{n}" for n in range(2, 10)]  # 8 addresses x 16: twice as many as may wait
+    trickles = [Tricklers(port, 16, head=hello, source=source, limit=20) for source in spread]
+    for tricklers in trickles:
+        tricklers.__enter__()
+    try:
+        time.sleep(1.5)
+        for _ in range(5):
+            started = time.monotonic()
+            assert get(port, token="good")[0] == 200
+            assert time.monotonic() - started < 3
+    finally:
+        for tricklers in trickles:
+            tricklers.__exit__(None, None, None)
+
+
+def test_a_trickling_handshake_is_closed_at_the_deadline(serve: Callable[..., int]) -> None:
+    bounds = Bounds(max_connections=4, max_served_per_key=4, head_deadline=1.0)
+    port = serve(ServerTLS(), None, bounds)
+    with Tricklers(port, 3, head=client_hello(), every=0.2, limit=10) as tricklers:  # no read waits 10 s
+        assert wait_for(lambda: len(tricklers.lifetimes) >= 3, 5)
+    assert all(0.9 <= lasted < 2.5 for lasted in tricklers.lifetimes[:3]), tricklers.lifetimes
