@@ -17,8 +17,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 constraints_dir=$root/hack/constraints
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/hybrid-operator
-log() { printf '[bootstrap] %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+# shellcheck source=hack/lib/log.sh
+. "$root/hack/lib/log.sh" bootstrap
 
 # The X.Y of an interpreter that runs (a pyenv shim for a version not selected exits non-zero).
 python_minor() { "$1" -P -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }

@@ -34,6 +34,10 @@ set -euo pipefail
 export PYTHONWARNINGS=ignore
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=hack/lib/log.sh
+. "$here/lib/log.sh" local-cloud
+# shellcheck source=hack/lib/proc.sh
+. "$here/lib/proc.sh"
 files=$here/local-cloud
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/hybrid-operator
 name=${LOCAL_CLOUD_NAME:-default}
@@ -52,12 +56,6 @@ components=(epmd rabbitmq mariadb keystone placement glance-api neutron-api nova
 port_names=(EPMD AMQP RABBIT_DIST KEYSTONE PLACEMENT GLANCE NEUTRON NOVA)
 databases=(keystone placement glance neutron nova_api nova nova_cell0)
 
-log() { printf '[local-cloud] %s\n' "$*" >&2; }
-die() {
-  log "error: $*"
-  exit 1
-}
-
 # ------------------------------------------------------------------------------------------- install
 
 # The virtualenv is keyed by the pins, the fake ML2 driver and the python version: a change to any of
@@ -69,27 +67,6 @@ venv_key() {
   } | sha256sum | cut -c1-12
 }
 venv=$cache/openstack-venv-$(venv_key)
-
-# Run a long command with its output in a log file, printing a heartbeat so nobody thinks it hangs.
-run_logged() {
-  local what=$1 logfile=$2
-  shift 2
-  local start=$SECONDS rc=0
-  "$@" >"$logfile" 2>&1 &
-  local pid=$!
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 2
-    if kill -0 "$pid" 2>/dev/null && (((SECONDS - start) % 30 < 2)); then
-      log "  ... $what: $((SECONDS - start))s elapsed (log: $logfile)"
-    fi
-  done
-  wait "$pid" || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    tail -n 30 "$logfile" >&2
-    die "$what failed (exit $rc); full log: $logfile"
-  fi
-  log "  $what done in $((SECONDS - start))s"
-}
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then
@@ -482,8 +459,6 @@ spawn() { # name env-assignments... -- command...
 }
 
 pid_of() { cat "$state/run/$1.pid" 2>/dev/null || true; }
-# Running, and not a zombie (an exited process nobody reaped yet still answers kill -0).
-pid_alive() { [ -n "$1" ] && ps -o stat= -p "$1" 2>/dev/null | grep -qv '^Z'; }
 alive() { pid_alive "$(pid_of "$1")"; }
 # every live process of a component: its session (the spawned pid is the session leader)
 session_pids() { ps -o pid=,stat= -s "$1" 2>/dev/null | awk '$2 !~ /^Z/ {print $1}' || true; }
@@ -527,13 +502,7 @@ nova_service() {
 }
 
 wait_for() { # what seconds command...
-  local what=$1 seconds=$2 i
-  shift 2
-  for ((i = 0; i < seconds * 4; i++)); do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.25
-  done
-  die "timeout after ${seconds}s waiting for $what; logs in $state/logs"
+  wait_until "$2" "${@:3}" || die "timeout after ${2}s waiting for $1; logs in $state/logs"
 }
 mariadb_ping() { mariadb-admin --defaults-file="$state/etc/mysql/my.cnf" ping; }
 rabbit_ready() {
