@@ -45,6 +45,7 @@ engine() {
   if [ "$ENGINE" = docker ]; then
     docker "$@"
   else
+    # shellcheck disable=SC2153  # DRIVER is not a misspelt `driver`: main writes it to $state, read just above
     podman_private "$DRIVER" "$@"
   fi
 }

@@ -195,7 +195,7 @@ write_cloud_env() {
 
 load_cloud_env() {
   set -a
-  # shellcheck disable=SC1091
+  # shellcheck source=/dev/null  # written by write_cloud_env at run time
   . "$state/cloud.env"
   set +a
 }
@@ -308,7 +308,7 @@ uwsgi_app() { # name port module [extra uwsgi args]   (service config dir in the
 
 start_epmd() { spawn epmd -- "$(epmd_bin)" -address 127.0.0.1 -port "$EPMD_PORT"; }
 start_rabbitmq() {
-  # shellcheck disable=SC1091
+  # shellcheck source=/dev/null  # rendered by write_rabbit_config at run time
   (. "$state/rabbit/env.sh" && spawn rabbitmq -- "$rabbit_sbin/rabbitmq-server")
 }
 start_mariadb() { spawn mariadb -- "$(mariadbd_bin)" --defaults-file="$state/etc/mysql/my.cnf"; }
@@ -339,7 +339,7 @@ wait_for() { # what seconds command...
 }
 mariadb_ping() { mariadb-admin --defaults-file="$state/etc/mysql/my.cnf" ping; }
 rabbit_ready() {
-  # shellcheck disable=SC1091
+  # shellcheck source=/dev/null  # rendered by write_rabbit_config at run time
   (. "$state/rabbit/env.sh" && "$rabbit_sbin/rabbitmqctl" -q await_startup --timeout 2)
 }
 
@@ -360,7 +360,7 @@ stop_all() {
   done
   if [ -n "$left" ]; then
     log "  still running after 20s, killing: $(echo "$left" | tr '\n' ' ')"
-    # shellcheck disable=SC2086
+    # shellcheck disable=SC2086  # one pid per word: split on purpose
     kill -KILL $left 2>/dev/null || true
   fi
   rm -f "$state"/run/*.pid
