@@ -17,8 +17,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 constraints_dir=$root/hack/constraints
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/hybrid-operator
-log() { printf '[bootstrap] %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+# shellcheck source=hack/lib/log.sh
+. "$root/hack/lib/log.sh" bootstrap
 
 # The X.Y of an interpreter that runs (a pyenv shim for a version not selected exits non-zero).
 python_minor() { "$1" -P -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
@@ -90,11 +90,11 @@ if [ "$target" = canary ] || [ ! -f "$stamp" ]; then
     # Everything else as pinned; then the newest `ansible` and, even if no `ansible` is built on it yet,
     # the newest ansible-core (pip warns that it is outside our range: that is the point of a canary).
     grep -v -E '^(ansible-core|ansible)==' "$constraints" >"$venv/constraints.txt"
-    "$venv/bin/python" -P -m pip install -q -e "$root[test]" -c "$venv/constraints.txt" >&2
+    "$venv/bin/python" -P -m pip install -q -e "${root}[test]" -c "$venv/constraints.txt" >&2
     "$venv/bin/python" -P -m pip install -q --upgrade ansible >&2
     "$venv/bin/python" -P -m pip install -q --upgrade ansible-core 2>&1 | grep -v -i 'incompatible\|requires ansible-core' >&2 || true
   else
-    "$venv/bin/python" -P -m pip install -q -e "$root[test]" -c "$constraints" >&2
+    "$venv/bin/python" -P -m pip install -q -e "${root}[test]" -c "$constraints" >&2
   fi
   rm -f "$venv"/.installed-*
   touch "$stamp"

@@ -32,11 +32,8 @@ rootfs_packages=python3,python3-venv,tini,ca-certificates
 rootfs_max_age_days=30
 state=$cache/engine.env
 
-log() { printf '[build-image] %s\n' "$*" >&2; }
-die() {
-  log "error: $*"
-  exit 1
-}
+# shellcheck source=hack/lib/log.sh
+. "$root/hack/lib/log.sh" build-image
 
 # ------------------------------------------------------------------------------------------- engine
 
@@ -48,6 +45,7 @@ engine() {
   if [ "$ENGINE" = docker ]; then
     docker "$@"
   else
+    # shellcheck disable=SC2153  # DRIVER is not a misspelt `driver`: main writes it to $state, read just above
     podman_private "$DRIVER" "$@"
   fi
 }

@@ -12,7 +12,9 @@
 # state machines, no real VMs), MariaDB (unix socket only) and RabbitMQ with its own epmd. OpenStack comes
 # from PyPI into its own virtualenv, pinned in local-cloud/requirements.txt and cached by a hash of the
 # pins under ${XDG_CACHE_HOME:-~/.cache}/hybrid-operator/; MariaDB and RabbitMQ come from the Debian
-# packages (installed with apt-get when missing). Every port is a free loopback port picked at `up`.
+# packages (installed with apt-get when missing). Every port is a free loopback port picked at `up`. The
+# configuration files are templates under local-cloud/templates/, rendered to the same paths in the state
+# directory.
 #
 # The clouds.yaml has two clouds: `local` (user demo, a plain member of project demo: what the operator
 # should use) and `local-admin` (admin of project admin). Seeded: flavors small (1 vCPU, 512 MiB, 1 GiB),
@@ -34,6 +36,12 @@ set -euo pipefail
 export PYTHONWARNINGS=ignore
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=hack/lib/log.sh
+. "$here/lib/log.sh" local-cloud
+# shellcheck source=hack/lib/proc.sh
+. "$here/lib/proc.sh"
+# shellcheck source=hack/lib/template.sh
+. "$here/lib/template.sh"
 files=$here/local-cloud
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/hybrid-operator
 name=${LOCAL_CLOUD_NAME:-default}
@@ -52,12 +60,6 @@ components=(epmd rabbitmq mariadb keystone placement glance-api neutron-api nova
 port_names=(EPMD AMQP RABBIT_DIST KEYSTONE PLACEMENT GLANCE NEUTRON NOVA)
 databases=(keystone placement glance neutron nova_api nova nova_cell0)
 
-log() { printf '[local-cloud] %s\n' "$*" >&2; }
-die() {
-  log "error: $*"
-  exit 1
-}
-
 # ------------------------------------------------------------------------------------------- install
 
 # The virtualenv is keyed by the pins, the fake ML2 driver and the python version: a change to any of
@@ -69,27 +71,6 @@ venv_key() {
   } | sha256sum | cut -c1-12
 }
 venv=$cache/openstack-venv-$(venv_key)
-
-# Run a long command with its output in a log file, printing a heartbeat so nobody thinks it hangs.
-run_logged() {
-  local what=$1 logfile=$2
-  shift 2
-  local start=$SECONDS rc=0
-  "$@" >"$logfile" 2>&1 &
-  local pid=$!
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 2
-    if kill -0 "$pid" 2>/dev/null && (((SECONDS - start) % 30 < 2)); then
-      log "  ... $what: $((SECONDS - start))s elapsed (log: $logfile)"
-    fi
-  done
-  wait "$pid" || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    tail -n 30 "$logfile" >&2
-    die "$what failed (exit $rc); full log: $logfile"
-  fi
-  log "  $what done in $((SECONDS - start))s"
-}
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then
@@ -214,7 +195,7 @@ write_cloud_env() {
 
 load_cloud_env() {
   set -a
-  # shellcheck disable=SC1091
+  # shellcheck source=/dev/null  # written by write_cloud_env at run time
   . "$state/cloud.env"
   set +a
 }
@@ -223,237 +204,66 @@ db_url() { echo "mysql+pymysql://root@localhost/$1?unix_socket=$state/run/mysqld
 
 keystone_url() { echo "http://127.0.0.1:$KEYSTONE_PORT"; }
 
-# keystone_authtoken-style section body for service user $1.
-service_auth() {
-  cat <<EOF
-www_authenticate_uri = $(keystone_url)/
-auth_url = $(keystone_url)/
-auth_type = password
-project_domain_name = Default
-user_domain_name = Default
-project_name = service
-username = $1
-password = $LOCAL_CLOUD_SERVICE_PASSWORD
-EOF
+# $state/PATH from hack/local-cloud/templates/PATH (the same path), with the values given as name=value.
+render_config() { # path name=value...
+  local path=$1
+  shift
+  render_template "$files/templates/$path" "$@" >"$state/$path"
 }
 
-cloud_entry() { # cloud-name user password project
-  cat <<EOF
-  $1:
-    auth:
-      auth_url: $(keystone_url)/v3
-      username: $2
-      password: $3
-      project_name: $4
-      user_domain_name: Default
-      project_domain_name: Default
-    region_name: RegionOne
-    identity_api_version: 3
-    interface: public
-EOF
+# keystone_authtoken-style section body for service user $1.
+service_auth() {
+  render_template "$files/templates/service-auth.ini" keystone_url="$(keystone_url)" username="$1" \
+    password="$LOCAL_CLOUD_SERVICE_PASSWORD"
 }
 
 write_clouds_yaml() {
-  {
-    echo "# written by hack/local-cloud.sh up: \`local\` is a plain project member, \`local-admin\` the admin"
-    echo "clouds:"
-    cloud_entry local demo "$LOCAL_CLOUD_DEMO_PASSWORD" demo
-    cloud_entry local-admin admin "$LOCAL_CLOUD_ADMIN_PASSWORD" admin
-  } >"$state/clouds.yaml"
+  render_config clouds.yaml keystone_url="$(keystone_url)" demo_password="$LOCAL_CLOUD_DEMO_PASSWORD" \
+    admin_password="$LOCAL_CLOUD_ADMIN_PASSWORD"
   chmod 600 "$state/clouds.yaml"
 }
 
 write_mariadb_config() {
   mkdir -p "$state/etc/mysql" "$state/data/mysql"
-  cat >"$state/etc/mysql/my.cnf" <<EOF
-[mysqld]
-datadir = $state/data/mysql
-socket = $state/run/mysqld.sock
-pid-file = $state/run/mysqld.pid
-log-error = $state/logs/mysqld.err
-# unix socket only: no TCP listener at all
-skip-networking
-user = $(id -un)
-skip-log-bin
-innodb_buffer_pool_size = 128M
-innodb_log_file_size = 32M
-innodb_flush_log_at_trx_commit = 0
-innodb_doublewrite = 0
-max_connections = 500
-character-set-server = utf8mb4
-collation-server = utf8mb4_general_ci
-[client]
-socket = $state/run/mysqld.sock
-EOF
+  render_config etc/mysql/my.cnf state="$state" user="$(id -un)"
 }
 
 write_rabbit_config() {
   mkdir -p "$state/rabbit"
-  cat >"$state/rabbit/env.sh" <<EOF
-export HOME=$state/rabbit RABBITMQ_NODENAME=rabbit@localhost
-export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT=$AMQP_PORT RABBITMQ_DIST_PORT=$RABBIT_DIST_PORT
-export ERL_EPMD_ADDRESS=127.0.0.1 ERL_EPMD_PORT=$EPMD_PORT ERL_CRASH_DUMP=$state/logs/erl_crash.dump
-export RABBITMQ_MNESIA_BASE=$state/rabbit/mnesia RABBITMQ_LOG_BASE=$state/logs/rabbitmq
-export RABBITMQ_CONFIG_FILE=$state/rabbit/rabbitmq RABBITMQ_CONF_ENV_FILE=$state/rabbit/rabbitmq-env.conf
-export RABBITMQ_ENABLED_PLUGINS_FILE=$state/rabbit/enabled_plugins RABBITMQ_PID_FILE=$state/rabbit/beam.pid
-export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
-export RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
-EOF
+  render_config rabbit/env.sh state="$state" AMQP_PORT="$AMQP_PORT" RABBIT_DIST_PORT="$RABBIT_DIST_PORT" \
+    EPMD_PORT="$EPMD_PORT"
   printf 'listeners.tcp.default = 127.0.0.1:%s\nloopback_users = none\n' "$AMQP_PORT" >"$state/rabbit/rabbitmq.conf"
   : >"$state/rabbit/rabbitmq-env.conf"
   echo '[].' >"$state/rabbit/enabled_plugins"
 }
 
+# The services' configuration files, from hack/local-cloud/templates/etc/.
 write_openstack_configs() {
-  local rabbit="rabbit://guest:guest@127.0.0.1:$AMQP_PORT/"
+  local rabbit="rabbit://guest:guest@127.0.0.1:$AMQP_PORT/" placement_auth glance_auth neutron_auth nova_auth
   mkdir -p "$state/etc/"{keystone,placement,glance,nova} "$state/etc/neutron/plugins/ml2" \
     "$state/data/"{images,glance-staging,glance-tasks,locks,neutron,nova/instances}
+  placement_auth=$(service_auth placement)
+  glance_auth=$(service_auth glance)
+  neutron_auth=$(service_auth neutron)
+  nova_auth=$(service_auth nova)
 
-  cat >"$state/etc/keystone/keystone.conf" <<EOF
-[DEFAULT]
-log_file = $state/logs/keystone.log
-[database]
-connection = $(db_url keystone)
-[identity]
-# bcrypt's minimum cost: every password authentication (one per client session) stays cheap
-password_hash_rounds = 4
-[token]
-provider = fernet
-[fernet_tokens]
-key_repository = $state/etc/keystone/fernet-keys
-[fernet_receipts]
-key_repository = $state/etc/keystone/fernet-receipts
-[credential]
-key_repository = $state/etc/keystone/credential-keys
-EOF
-
-  cat >"$state/etc/placement/placement.conf" <<EOF
-[DEFAULT]
-log_file = $state/logs/placement.log
-[placement_database]
-connection = $(db_url placement)
-[api]
-auth_strategy = keystone
-[keystone_authtoken]
-$(service_auth placement)
-EOF
+  render_config etc/keystone/keystone.conf state="$state" keystone_db="$(db_url keystone)"
+  render_config etc/placement/placement.conf state="$state" placement_db="$(db_url placement)" \
+    placement_auth="$placement_auth"
 
   cp "$venv/etc/glance/glance-api-paste.ini" "$state/etc/glance/"
-  cat >"$state/etc/glance/glance-api.conf" <<EOF
-[DEFAULT]
-log_file = $state/logs/glance-api.log
-enabled_backends = fs:file
-worker_self_reference_url = http://127.0.0.1:$GLANCE_PORT
-[database]
-connection = $(db_url glance)
-[glance_store]
-default_backend = fs
-[fs]
-filesystem_store_datadir = $state/data/images/
-[os_glance_staging_store]
-filesystem_store_datadir = $state/data/glance-staging/
-[os_glance_tasks_store]
-filesystem_store_datadir = $state/data/glance-tasks/
-[paste_deploy]
-flavor = keystone
-[keystone_authtoken]
-$(service_auth glance)
-[oslo_concurrency]
-lock_path = $state/data/locks
-EOF
+  render_config etc/glance/glance-api.conf state="$state" GLANCE_PORT="$GLANCE_PORT" glance_db="$(db_url glance)" \
+    glance_auth="$glance_auth"
 
   cp "$venv/etc/neutron/api-paste.ini" "$state/etc/neutron/"
-  cat >"$state/etc/neutron/neutron.conf" <<EOF
-[DEFAULT]
-log_file = $state/logs/neutron-api.log
-core_plugin = ml2
-# keep the router plugin: without it some mappers the port queries use are never configured
-service_plugins = router
-auth_strategy = keystone
-transport_url = $rabbit
-notify_nova_on_port_status_changes = false
-notify_nova_on_port_data_changes = false
-api_workers = 1
-rpc_workers = 0
-rpc_state_report_workers = 0
-state_path = $state/data/neutron
-[database]
-connection = $(db_url neutron)
-[keystone_authtoken]
-$(service_auth neutron)
-[oslo_concurrency]
-lock_path = $state/data/locks
-EOF
-  cat >"$state/etc/neutron/plugins/ml2/ml2_conf.ini" <<EOF
-[ml2]
-type_drivers = flat,local
-tenant_network_types = local
-mechanism_drivers = fakebind
-extension_drivers = port_security
-[ml2_type_flat]
-flat_networks = *
-[securitygroup]
-enable_security_group = true
-firewall_driver = noop
-EOF
+  render_config etc/neutron/neutron.conf state="$state" transport_url="$rabbit" neutron_db="$(db_url neutron)" \
+    neutron_auth="$neutron_auth"
+  render_config etc/neutron/plugins/ml2/ml2_conf.ini
   cp "$files/neutron_wsgi.py" "$state/etc/neutron/"
 
   cp "$venv/etc/nova/api-paste.ini" "$state/etc/nova/"
-  cat >"$state/etc/nova/nova.conf" <<EOF
-[DEFAULT]
-host = local-cloud
-log_file_mode = 0644
-transport_url = $rabbit
-# fake.FakeDriver reports a random node uuid on every start ("Duplicate compute node record" after a
-# restart); PredictableNodeUUIDDriver (2 vCPU, 8 GiB, 1 TB) does not.
-compute_driver = fake.PredictableNodeUUIDDriver
-initial_cpu_allocation_ratio = 64.0
-initial_ram_allocation_ratio = 16.0
-state_path = $state/data/nova
-instances_path = $state/data/nova/instances
-my_ip = 127.0.0.1
-allow_resize_to_same_host = true
-osapi_compute_workers = 1
-graceful_shutdown_timeout = 5
-# periodic tasks (host discovery among them) start at once instead of after up to a minute
-periodic_fuzzy_delay = 0
-[api]
-auth_strategy = keystone
-[wsgi]
-api_paste_config = $state/etc/nova/api-paste.ini
-[api_database]
-connection = $(db_url nova_api)
-[database]
-connection = $(db_url nova)
-[conductor]
-workers = 1
-[scheduler]
-workers = 1
-discover_hosts_in_cells_interval = 2
-[quota]
-instances = 200
-cores = 800
-ram = 1638400
-[keystone_authtoken]
-$(service_auth nova)
-[service_user]
-send_service_user_token = true
-$(service_auth nova)
-[placement]
-region_name = RegionOne
-$(service_auth placement)
-[neutron]
-region_name = RegionOne
-$(service_auth neutron)
-[glance]
-region_name = RegionOne
-[cinder]
-os_region_name = RegionOne
-[oslo_concurrency]
-lock_path = $state/data/locks
-[vnc]
-enabled = false
-EOF
+  render_config etc/nova/nova.conf state="$state" transport_url="$rabbit" nova_api_db="$(db_url nova_api)" \
+    nova_db="$(db_url nova)" nova_auth="$nova_auth" placement_auth="$placement_auth" neutron_auth="$neutron_auth"
 }
 
 # ------------------------------------------------------------------------------------------ processes
@@ -482,8 +292,6 @@ spawn() { # name env-assignments... -- command...
 }
 
 pid_of() { cat "$state/run/$1.pid" 2>/dev/null || true; }
-# Running, and not a zombie (an exited process nobody reaped yet still answers kill -0).
-pid_alive() { [ -n "$1" ] && ps -o stat= -p "$1" 2>/dev/null | grep -qv '^Z'; }
 alive() { pid_alive "$(pid_of "$1")"; }
 # every live process of a component: its session (the spawned pid is the session leader)
 session_pids() { ps -o pid=,stat= -s "$1" 2>/dev/null | awk '$2 !~ /^Z/ {print $1}' || true; }
@@ -500,7 +308,7 @@ uwsgi_app() { # name port module [extra uwsgi args]   (service config dir in the
 
 start_epmd() { spawn epmd -- "$(epmd_bin)" -address 127.0.0.1 -port "$EPMD_PORT"; }
 start_rabbitmq() {
-  # shellcheck disable=SC1091
+  # shellcheck source=/dev/null  # rendered by write_rabbit_config at run time
   (. "$state/rabbit/env.sh" && spawn rabbitmq -- "$rabbit_sbin/rabbitmq-server")
 }
 start_mariadb() { spawn mariadb -- "$(mariadbd_bin)" --defaults-file="$state/etc/mysql/my.cnf"; }
@@ -527,17 +335,11 @@ nova_service() {
 }
 
 wait_for() { # what seconds command...
-  local what=$1 seconds=$2 i
-  shift 2
-  for ((i = 0; i < seconds * 4; i++)); do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.25
-  done
-  die "timeout after ${seconds}s waiting for $what; logs in $state/logs"
+  wait_until "$2" "${@:3}" || die "timeout after ${2}s waiting for $1; logs in $state/logs"
 }
 mariadb_ping() { mariadb-admin --defaults-file="$state/etc/mysql/my.cnf" ping; }
 rabbit_ready() {
-  # shellcheck disable=SC1091
+  # shellcheck source=/dev/null  # rendered by write_rabbit_config at run time
   (. "$state/rabbit/env.sh" && "$rabbit_sbin/rabbitmqctl" -q await_startup --timeout 2)
 }
 
@@ -558,7 +360,7 @@ stop_all() {
   done
   if [ -n "$left" ]; then
     log "  still running after 20s, killing: $(echo "$left" | tr '\n' ' ')"
-    # shellcheck disable=SC2086
+    # shellcheck disable=SC2086  # one pid per word: split on purpose
     kill -KILL $left 2>/dev/null || true
   fi
   rm -f "$state"/run/*.pid

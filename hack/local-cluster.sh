@@ -28,6 +28,10 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=hack/lib/log.sh
+. "$here/lib/log.sh" local-cluster
+# shellcheck source=hack/lib/proc.sh
+. "$here/lib/proc.sh"
 # shellcheck source=hack/versions.env
 . "$here/versions.env"
 
@@ -43,30 +47,7 @@ components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 export GOTOOLCHAIN=${GOTOOLCHAIN_OVERRIDE:-auto}
 export GOFLAGS="-buildvcs=false -trimpath"
 
-log() { printf '[local-cluster] %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
-
 # ---------------------------------------------------------------------------------------------- build
-
-# Run a long command with its output in a log file, printing a heartbeat so nobody thinks it hangs.
-run_logged() {
-  local what=$1 logfile=$2; shift 2
-  local start=$SECONDS rc=0
-  "$@" >"$logfile" 2>&1 &
-  local pid=$!
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 5
-    if kill -0 "$pid" 2>/dev/null && (((SECONDS - start) % 30 < 5)); then
-      log "  ... $what: $((SECONDS - start))s elapsed (log: $logfile)"
-    fi
-  done
-  wait "$pid" || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    tail -n 30 "$logfile" >&2
-    die "$what failed (exit $rc); full log: $logfile"
-  fi
-  log "  $what done in $((SECONDS - start))s"
-}
 
 # A throwaway Go module that requires k8s.io/kubernetes and points every staging module
 # (k8s.io/api, k8s.io/client-go, ...) at its published v0.x.y twin: the known way to build
@@ -167,11 +148,9 @@ pidfile() { echo "$state/run/$1.pid"; }
 # command line (every component gets a path under it): a pid file left behind never makes us signal a
 # stranger that reused the number.
 alive() {
-  local pid=$1
-  kill -0 "$pid" 2>/dev/null || return 1
-  [ -r "/proc/$pid/stat" ] || return 0 # no procfs: kill -0 is all we can ask
-  [ "$(sed 's/.*) //' "/proc/$pid/stat" | cut -c1)" != Z ] || return 1
-  grep -qaF "$state/" "/proc/$pid/cmdline" 2>/dev/null
+  pid_alive "$1" || return 1
+  [ -r "/proc/$1/stat" ] || return 0 # no procfs: kill -0 is all we can ask
+  grep -qaF "$state/" "/proc/$1/cmdline" 2>/dev/null
 }
 
 running() { # component -> 0 if its recorded pid is alive
@@ -257,14 +236,7 @@ start_bg() { # component logfile command...
 }
 
 wait_for() { # description seconds command...
-  local what=$1 limit=$2 start=$SECONDS
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    if ((SECONDS - start > limit)); then
-      die "$what not ready after ${limit}s; logs in $state/logs"
-    fi
-    sleep 0.3
-  done
+  wait_until "$2" "${@:3}" || die "$1 not ready after ${2}s; logs in $state/logs"
 }
 
 # One function per component: start it from what $state holds (its ports, etcd's data, the certificates),

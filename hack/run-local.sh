@@ -7,7 +7,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-log() { printf '[run-local] %s\n' "$*" >&2; }
+# shellcheck source=hack/lib/log.sh
+. hack/lib/log.sh run-local
 cloud=0
 if [ "${1:-}" = "--cloud" ]; then cloud=1; shift; fi
 

@@ -24,13 +24,15 @@ step() {
   printf '\n==> %s\n' "$*"
 }
 
-step "lint: ruff, mypy, yamllint, ansible-lint, hadolint, CRDs generated from the roles"
+step "lint: ruff, mypy, yamllint, ansible-lint, hadolint, shellcheck, CRDs generated from the roles"
 ruff check .
 ruff format --check .
 mypy
 yamllint -s .
 ANSIBLE_COLLECTIONS_PATH="$root/hybrid_operator/collections" ansible-lint --profile production -q roles/
 hadolint Containerfile images/base/Containerfile
+# Every shell script in the repository (.shellcheckrc: sourced files are followed).
+shellcheck hack/*.sh hack/lib/*.sh bench/*.sh .ci/run images/base/entrypoint
 hybrid-operator generate crds --check  # deploy/crds/ is what roles/*/meta says (a diff if not)
 
 started_bed=0

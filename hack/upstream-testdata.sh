@@ -5,6 +5,8 @@
 # repository; the upstream-compatibility test (tests/integration/test_upstream_compat.py) runs it from there.
 #   hack/upstream-testdata.sh          # prints the project directory as its last line
 set -euo pipefail
+# shellcheck source=hack/lib/log.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/log.sh" upstream-testdata
 version=${ANSIBLE_OPERATOR_VERSION:-v1.42.0}
 module=github.com/operator-framework/ansible-operator-plugins
 # The checksum database has no entry for this module (see bench/build-peer.sh).
@@ -14,5 +16,5 @@ trap 'rm -rf "$scratch"' EXIT
 info=$(cd "$scratch" && go mod download -json "$module@$version")
 dir=$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 project=$dir/testdata/memcached-molecule-operator
-[ -f "$project/watches.yaml" ] || { echo "[upstream-testdata] error: no $project/watches.yaml" >&2; exit 1; }
+[ -f "$project/watches.yaml" ] || die "no $project/watches.yaml"
 echo "$project"
