@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Collection
 from typing import Any
 
-from hybrid_operator.ansible import inputdir
+from hybrid_operator.ansible import naming
 from hybrid_operator.project.argspecs import ArgumentSpecError, Option, RoleSpec
 
 PRESERVE = "x-kubernetes-preserve-unknown-fields"
@@ -78,15 +78,15 @@ def spec_options(
     spec: RoleSpec, *, group: str, kind: str, watch_vars: Collection[str], snake_case: bool, reserved: frozenset[str]
 ) -> tuple[Option, ...]:
     """The options of ``main`` that are spec fields (see the module docstring); refused names raise."""
-    obj_var = inputdir.object_var_name(group, kind)
-    operator_vars = {*inputdir.OPERATOR_VARS, obj_var, f"{obj_var}_spec"}
+    obj_var = naming.object_var_name(group, kind)
+    operator_vars = {*naming.OPERATOR_VARS, obj_var, f"{obj_var}_spec"}
     picked = []
     for option in spec.options:
         name = option.name
         if name in operator_vars or name.startswith(f"{spec.role}_") or name in watch_vars:
             continue
         key = to_camel(name) if snake_case else name
-        if inputdir.refused_spec_names({key: None}, group=group, kind=kind, snake_case=snake_case, reserved=reserved):
+        if naming.refused_spec_names({key: None}, group=group, kind=kind, snake_case=snake_case, reserved=reserved):
             raise ArgumentSpecError(
                 f"role {spec.role}: option '{name}' would be spec.{key}, a name the operator refuses in a spec "
                 f"(ansible_*, _*, Ansible's magic variables); rename it, or prefix it '{spec.role}_' if it is "
@@ -189,7 +189,7 @@ def _key_namer(snake_case: bool, where: str) -> Callable[[str, str], str]:
         if not snake_case:
             return option
         key = to_camel(option)
-        back = inputdir.to_snake(key)
+        back = naming.to_snake(key)
         if back != option:
             raise ArgumentSpecError(
                 f"{where}: option '{option}' cannot be a spec key: its camelCase {path}.{key} is snake-cased back "

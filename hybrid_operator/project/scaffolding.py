@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from hybrid_operator.ansible import inputdir
+from hybrid_operator.ansible import naming
 from hybrid_operator.errors import ConfigError
 from hybrid_operator.project import crds
 
@@ -80,7 +80,7 @@ def create_api(
         "ROLE": role,
         "GROUP": full_group,
         "VERSION": version,
-        "OBJVAR": inputdir.object_var_name(full_group, kind),
+        "OBJVAR": naming.object_var_name(full_group, kind),
         "SAMPLE": f"{group}_{version}_{role}",
     }
     written = _render(

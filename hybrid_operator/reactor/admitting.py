@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hybrid_operator.ansible import extravars, inputdir
+from hybrid_operator.ansible import extravars, naming
 from hybrid_operator.ansible.reserved import Reservations
 from hybrid_operator.errors import InvalidObject, TemporaryError
 from hybrid_operator.reactor.annotations import RunSettings, run_settings
@@ -63,7 +63,7 @@ def admit(
     spec = obj.get("spec")
     if spec is not None and not isinstance(spec, Mapping):
         raise InvalidObject(REASON_SPEC, f"spec must be an object, not {type(spec).__name__}")
-    refused = inputdir.refused_spec_names(
+    refused = naming.refused_spec_names(
         spec or {}, group=group, kind=kind, snake_case=snake_case, reserved=reservations.names
     )
     if refused:

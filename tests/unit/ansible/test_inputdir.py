@@ -1,4 +1,4 @@
-"""A run's input: operator-sdk's snake-casing, the extra vars (order, unsafe marking), the private dir."""
+"""A run's input: operator-sdk's snake-casing (``naming``), the extra vars (order, unsafe marking), the private dir."""
 
 from __future__ import annotations
 
@@ -15,12 +15,10 @@ from hybrid_operator.ansible.inputdir import (
     build_extravars,
     inventory_text,
     mark_unsafe,
-    object_var_name,
     role_playbook,
-    snake_keys,
-    to_snake,
     write_private_dir,
 )
+from hybrid_operator.ansible.naming import object_var_name, snake_keys, to_snake
 
 # operator-sdk's paramconv ToSnake / MapToSnake test vectors, plus one of ours (the last).
 SNAKE_VECTORS = [

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator.ansible.inputdir import object_var_name
+from hybrid_operator.ansible.naming import object_var_name
 
 PLUGIN_UTILS = (
     Path(__file__).resolve().parents[3]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hybrid_operator.ansible import inputdir
+from hybrid_operator.ansible import naming
 from hybrid_operator.project.argspecs import ArgumentSpecError, Option, RoleSpec
 from hybrid_operator.project.crdschema import (
     OPERATOR_STATUS,
@@ -132,11 +132,11 @@ def test_a_spec_key_is_one_the_operator_snake_cases_back_to_the_option_or_refuse
     try:
         (key,) = spec_of(Option(name))["properties"]
     except ArgumentSpecError as exc:
-        assert inputdir.to_snake(to_camel(name)) != name and "cannot be a spec key" in str(exc)
+        assert naming.to_snake(to_camel(name)) != name and "cannot be a spec key" in str(exc)
         return
-    assert inputdir.to_snake(key) == name
+    assert naming.to_snake(key) == name
 
 
 @given(st.from_regex(r"[a-z]{2,6}(_[a-z]{2,6}){0,3}", fullmatch=True))
 def test_names_of_words_round_trip(name: str) -> None:
-    assert inputdir.to_snake(to_camel(name)) == name
+    assert naming.to_snake(to_camel(name)) == name

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybrid_operator.ansible.extravars import KNOWN_RESERVED_KEYS
-from hybrid_operator.ansible.inputdir import refused_spec_names, to_snake
+from hybrid_operator.ansible.naming import refused_spec_names, to_snake
 from hybrid_operator.ansible.reserved import Reservations, reserved_names
 from hybrid_operator.errors import InvalidObject, TemporaryError
 from hybrid_operator.reactor.admitting import MAX_DEPTH, REASON_ANSIBLE, admit, nesting_depth
