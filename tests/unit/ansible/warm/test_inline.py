@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hybrid_operator.ansible import compat
+from hybrid_operator.ansible.compat import tasks as compat_tasks
 from hybrid_operator.ansible.warm import inline
 
 _PLAYBOOK = """
@@ -72,7 +73,7 @@ def test_local_tasks_run_here_and_the_others_keep_their_worker() -> None:
 def test_the_installed_ansible_core_has_the_shape_or_says_why_not() -> None:
     major, minor, _full = compat.ansible_version()
     problems = compat.inline_task_problems()
-    if (major, minor) in compat._INLINE_MINORS:
+    if (major, minor) in compat_tasks._INLINE_MINORS:
         assert problems == []
     else:
         assert problems and "worker differs" in problems[0]

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from hybrid_operator.ansible import compat
+from hybrid_operator.ansible.compat import modules, versions
 
 PYPROJECT = Path(__file__).resolve().parents[4] / "pyproject.toml"
 
@@ -61,7 +62,7 @@ def test_the_supported_range_is_the_one_pyproject_pins() -> None:
 def test_an_unsupported_ansible_core_is_refused_with_a_clear_error(
     monkeypatch: pytest.MonkeyPatch, version: tuple[int, int, str]
 ) -> None:
-    monkeypatch.setattr(compat, "ansible_version", lambda: version)
+    monkeypatch.setattr(versions, "ansible_version", lambda: version)
     monkeypatch.delenv(compat.UNTESTED_ENV, raising=False)
     pattern = rf"ansible-core {re.escape(version[2])} is not supported.*>=2\.19,<2\.22"
     with pytest.raises(compat.UnsupportedAnsible, match=pattern):
@@ -69,10 +70,10 @@ def test_an_unsupported_ansible_core_is_refused_with_a_clear_error(
 
 
 def test_a_newer_ansible_core_is_tried_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(compat, "ansible_version", lambda: (2, 22, "2.22.0"))
+    monkeypatch.setattr(versions, "ansible_version", lambda: (2, 22, "2.22.0"))
     monkeypatch.setenv(compat.UNTESTED_ENV, "1")
     assert compat.check_version() == "2.22.0"
-    monkeypatch.setattr(compat, "ansible_version", lambda: (2, 18, "2.18.0"))
+    monkeypatch.setattr(versions, "ansible_version", lambda: (2, 18, "2.18.0"))
     with pytest.raises(compat.UnsupportedAnsible):  # older ones never: what they lack is known
         compat.check_version()
 
@@ -193,8 +194,8 @@ def test_the_expected_shape_is_the_one_of_the_newest_minor_at_or_below_the_insta
 ) -> None:
     table = {(2, 19): ("a",), (2, 21): ("a", "b")}
     for version, expected in (((2, 19), ("a",)), ((2, 20), ("a",)), ((2, 21), ("a", "b"))):
-        monkeypatch.setattr(compat, "ansible_version", lambda v=version: (*v, "x"))
-        assert compat._expected(table) == expected
+        monkeypatch.setattr(modules, "ansible_version", lambda v=version: (*v, "x"))
+        assert modules._expected(table) == expected
 
 
 def test_ansible_runner_is_the_shape_the_warm_executor_reads() -> None:

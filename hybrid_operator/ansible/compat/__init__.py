@@ -1,0 +1,78 @@
+"""Everything we borrow from the private internals of ansible-core and ansible-runner.
+
+Where it sits: the zygote (``zygote``) resets Ansible's process-wide state in every fork and warms up
+without the RPC host; the in-worker module path (``inworker``) hooks four private ``ActionBase`` methods
+and ``module_common._find_module_utils``; the in-process task path (``inline``) replaces the strategies'
+``WorkerProcess`` and runs ``TaskExecutor`` itself; the executor side (``warm``) asks ansible-runner's
+``RunnerConfig`` what to run and reads the output back through ansible-runner's ``OutputEventFilter``.
+No other module of the package names a private attribute of either library.
+
+The rules for each touchpoint: its expected shape is written down here, per ansible-core minor where
+the minors differ (``SUPPORTED`` is the tested range, the same as pyproject's); its shape is checked
+before it is used (``private_state_problems``, ``module_hook_problems``, ``runner_problems``); and when
+the shape is not the one expected, the warm path steps aside for Ansible's normal one (a module takes the
+real interpreter, a run takes ansible-runner) with one log line, never a failed run. The executor's
+start-up self-test (``selftest``) then compares a forked run against the zygote's plain warm-up run.
+"""
+
+from hybrid_operator.ansible.compat.modules import (
+    MODULE_PRELOAD,
+    ModulePolicy,
+    hook_modules,
+    module_fqn,
+    module_hook_problems,
+    to_module_side,
+)
+from hybrid_operator.ansible.compat.names import DECODER_KEYS, TEMPLATE_KEYWORDS
+from hybrid_operator.ansible.compat.runner import RunnerCommand, replay_output, runner_command, runner_problems
+from hybrid_operator.ansible.compat.state import (
+    PRIVATE_STATE,
+    PrivateState,
+    fresh_event_contexts,
+    no_rpc_host,
+    private_state_problems,
+    reset_private_state,
+    run_playbook,
+    use_local_tmp,
+)
+from hybrid_operator.ansible.compat.tasks import hook_inline_tasks, inline_task_problems, run_task_inline
+from hybrid_operator.ansible.compat.versions import (
+    FINDER_WARNING,
+    SUPPORTED,
+    UNTESTED_ENV,
+    UnsupportedAnsible,
+    ansible_version,
+    check_version,
+)
+
+__all__ = [
+    "DECODER_KEYS",
+    "FINDER_WARNING",
+    "MODULE_PRELOAD",
+    "PRIVATE_STATE",
+    "SUPPORTED",
+    "TEMPLATE_KEYWORDS",
+    "UNTESTED_ENV",
+    "ModulePolicy",
+    "PrivateState",
+    "RunnerCommand",
+    "UnsupportedAnsible",
+    "ansible_version",
+    "check_version",
+    "fresh_event_contexts",
+    "hook_inline_tasks",
+    "hook_modules",
+    "inline_task_problems",
+    "module_fqn",
+    "module_hook_problems",
+    "no_rpc_host",
+    "private_state_problems",
+    "replay_output",
+    "reset_private_state",
+    "run_playbook",
+    "run_task_inline",
+    "runner_command",
+    "runner_problems",
+    "to_module_side",
+    "use_local_tmp",
+]

@@ -1,0 +1,179 @@
+"""The module hooks of the in-worker path (``warm.inworker``): four private ``ActionBase`` methods and
+``module_common._find_module_utils``, per minor, with the shape checked before use (``module_hook_problems``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hybrid_operator.ansible.compat.versions import ansible_version
+
+# The wrapper ansible-core writes ends with ``_ansiballz_main(... module_fqn='<name>', ...)``, one argument
+# per line (ansible/_internal/_ansiballz/_wrapper.py, 2.19-2.21).
+_MODULE_FQN = re.compile(rb"^\s*module_fqn=(['\"])([A-Za-z0-9_.]+)\1,$", re.MULTILINE)
+_WRAPPER_MARK = b"_ANSIBALLZ_WRAPPER = True"
+# ``ActionBase._low_level_execute_command``'s parameters, per minor (2.21 added process_result).
+_LOW_LEVEL_PARAMS = {
+    (2, 19): ("self", "cmd", "sudoable", "in_data", "executable", "encoding_errors", "chdir"),
+    (2, 21): ("self", "cmd", "sudoable", "in_data", "executable", "encoding_errors", "chdir", "process_result"),
+}
+_HOOKED = ("_configure_module", "_compute_environment_string", "_execute_module", "_low_level_execute_command")
+# What every AnsiballZ wrapper imports before its module: preloaded by ``inworker`` (a miss only costs time).
+MODULE_PRELOAD = ("ansible.module_utils._internal._ansiballz._loader",)
+
+
+def module_fqn(wrapper: bytes) -> str | None:
+    """The Python name of the module an AnsiballZ wrapper runs, or None if ``wrapper`` is not one."""
+    if _WRAPPER_MARK not in wrapper:
+        return None
+    match = _MODULE_FQN.search(wrapper)
+    return match.group(2).decode() if match else None
+
+
+def to_module_side() -> None:
+    """Undo what importing Ansible's controller did to ``ansible.module_utils``: a module process runs with
+    ``is_controller`` false (warnings go into the result) and the module-side traceback switch."""
+    from ansible.module_utils import _internal
+    from ansible.module_utils._internal import _traceback
+
+    _internal.is_controller = False
+    _traceback._is_traceback_enabled = _traceback._is_module_traceback_enabled
+
+
+def _expected(table: dict[tuple[int, int], tuple[str, ...]]) -> tuple[str, ...]:
+    major, minor, _full = ansible_version()
+    return table[max(v for v in table if v <= (major, minor))]
+
+
+def module_hook_problems() -> list[str]:
+    """Why the module hooks cannot be installed in this ansible-core (empty: they can)."""
+    try:
+        from ansible.executor import module_common
+        from ansible.module_utils import _internal
+        from ansible.module_utils._internal import _traceback
+        from ansible.plugins.action import ActionBase
+
+        problems = [
+            f"ActionBase.{name}: not found" for name in _HOOKED if not callable(getattr(ActionBase, name, None))
+        ]
+        if not problems:
+            found = tuple(inspect.signature(ActionBase._low_level_execute_command).parameters)
+            if found != _expected(_LOW_LEVEL_PARAMS):
+                problems.append(f"ActionBase._low_level_execute_command{found}: not the expected parameters")
+        find = inspect.signature(module_common._find_module_utils).parameters
+        if any(name not in find for name in ("module_path", "b_module_data")):
+            problems.append("module_common._find_module_utils: no module_path/b_module_data parameter")
+        if not hasattr(_internal, "is_controller") or not hasattr(_traceback, "_is_module_traceback_enabled"):
+            problems.append("ansible.module_utils._internal: no is_controller/_is_module_traceback_enabled")
+    except Exception as exc:
+        problems = [f"{type(exc).__name__}: {exc}"]
+    return problems
+
+
+@dataclass(frozen=True)
+class ModulePolicy:
+    """What ``inworker`` decides: whether the module at a path, built under a name, may run in this worker;
+    whether its built zip may be shared between runs; and how to run a wrapper here."""
+
+    runs_here: Callable[[str, str], bool]  # (fqn, module path)
+    shareable: Callable[[str], bool]  # module path
+    run: Callable[[bytes, dict[str, str], str | None], tuple[int, bytes, bytes]]  # (wrapper, env, cwd)
+
+
+def _eligible(
+    action: Any, policy: ModulePolicy, in_data: object, sudoable: bool, executable: object, chdir: object
+) -> bool:
+    """Whether this pipelined command is a module the policy lets run in this worker (else Ansible's path)."""
+    connection = action._connection
+    if not getattr(action, "_hyop_armed", False) or not isinstance(in_data, bytes) or executable is not None or chdir:
+        return False
+    if getattr(connection, "transport", None) != "local" or (sudoable and getattr(connection, "become", None)):
+        return False
+    module_path, fqn = getattr(action, "_hyop_module_path", None), module_fqn(in_data)
+    if not module_path or not fqn or getattr(action, "_hyop_environment", None) is None:
+        return False
+    return policy.runs_here(fqn, str(module_path))
+
+
+def _run_in_worker(action: Any, policy: ModulePolicy, in_data: Any, encoding_errors: str, process_result: Any) -> Any:
+    """What ``_low_level_execute_command`` returns, for the wrapper run through ``policy.run`` here."""
+    from ansible.module_utils.common.text.converters import to_text
+
+    cwd = to_text(action._loader.get_basedir(), errors="surrogate_or_strict")  # as the local connection does
+    rc, stdout, stderr = policy.run(in_data, action._hyop_environment or {}, cwd)
+    if process_result is not None:  # as 2.21 does right after exec_command
+        rc, stdout, stderr = process_result(rc, stdout, stderr)
+    out = action._strip_success_message(to_text(stdout, errors=encoding_errors))
+    err = to_text(stderr, errors=encoding_errors)
+    return {"rc": rc, "stdout": out, "stderr": err, "stdout_lines": out.splitlines(), "stderr_lines": err.splitlines()}
+
+
+def hook_modules(policy: ModulePolicy, shared_root: str) -> None:
+    """Hook ``ActionBase`` so an eligible pipelined module task runs through ``policy.run`` in this worker,
+    and ``_find_module_utils`` so shareable zips are cached under ``shared_root``. Check
+    ``module_hook_problems`` first. Anything unexpected at run time takes Ansible's own path."""
+    from ansible import constants
+    from ansible.executor import module_common
+    from ansible.plugins.action import ActionBase
+
+    original = {name: getattr(ActionBase, name) for name in _HOOKED}
+    original_find: Callable[..., Any] = module_common._find_module_utils
+
+    def _configure_module(self: Any, *args: Any, **kwargs: Any) -> Any:
+        module_bits, module_path = original["_configure_module"](self, *args, **kwargs)
+        self._hyop_module_path = module_path
+        return module_bits, module_path
+
+    def _compute_environment_string(self: Any, raw_environment_out: dict[str, Any] | None = None) -> Any:
+        raw: dict[str, Any] = {} if raw_environment_out is None else raw_environment_out
+        text = original["_compute_environment_string"](self, raw)
+        self._hyop_environment = {str(key): str(value) for key, value in raw.items()}
+        return text
+
+    def _execute_module(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self._hyop_module_path = self._hyop_environment = None
+        self._hyop_armed = not (kwargs.get("wrap_async") or getattr(self._task, "async_val", 0))
+        try:
+            return original["_execute_module"](self, *args, **kwargs)
+        finally:
+            self._hyop_armed = False
+            self._hyop_module_path = self._hyop_environment = None
+
+    def _low_level_execute_command(
+        self: Any,
+        cmd: str,
+        sudoable: bool = True,
+        in_data: bytes | None = None,
+        executable: str | None = None,
+        encoding_errors: str = "surrogate_then_replace",
+        chdir: str | None = None,
+        **newer: Any,  # what a newer minor added (2.21: process_result)
+    ) -> Any:
+        if set(newer) - {"process_result"} or not _eligible(self, policy, in_data, sudoable, executable, chdir):
+            args = (self, cmd, sudoable, in_data, executable, encoding_errors, chdir)
+            return original["_low_level_execute_command"](*args, **newer)
+        return _run_in_worker(self, policy, in_data, encoding_errors, newer.get("process_result"))
+
+    def _find_module_utils(*args: Any, **kwargs: Any) -> Any:
+        module_path = str(kwargs.get("module_path") or "")
+        if args or not module_path or not policy.shareable(module_path):  # positional (2.18): as it was
+            return original_find(*args, **kwargs)
+        digest = hashlib.sha256(module_path.encode() + b"\0" + bytes(kwargs.get("b_module_data") or b""))
+        saved = constants.DEFAULT_LOCAL_TMP
+        constants.DEFAULT_LOCAL_TMP = os.path.join(shared_root, digest.hexdigest()[:20])
+        try:
+            return original_find(**kwargs)
+        finally:
+            constants.DEFAULT_LOCAL_TMP = saved
+
+    ActionBase._configure_module = _configure_module
+    ActionBase._compute_environment_string = _compute_environment_string
+    ActionBase._execute_module = _execute_module
+    ActionBase._low_level_execute_command = _low_level_execute_command
+    module_common._find_module_utils = _find_module_utils

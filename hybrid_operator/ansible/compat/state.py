@@ -1,0 +1,237 @@
+"""Process-wide state of ansible-core and ansible-runner that the zygote resets in every fork.
+
+Used by ``warm.zygote``: ``PRIVATE_STATE`` lists each private cache with its expected shape per minor;
+``reset_private_state`` clears them, ``private_state_problems`` says what moved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from hybrid_operator.ansible.compat.versions import SUPPORTED, ansible_version
+
+
+@dataclass(frozen=True)
+class PrivateState:
+    """One piece of process-wide state a playbook run leaves behind, and how to find it."""
+
+    name: str
+    why: str
+    present: Callable[[], bool]  # the attribute exists where we reset it
+    populated: Callable[[], bool]  # a run has filled it (true right after the zygote's warm-up)
+    since: tuple[int, int] = SUPPORTED[0]
+
+
+def _global_cli_args() -> Any:
+    return __import__("ansible.utils.context_objects").utils.context_objects.GlobalCLIArgs
+
+
+def _vault_context() -> Any:
+    return getattr(__import__("ansible.parsing.vault").parsing.vault, "VaultSecretsContext", None)
+
+
+def _vars() -> Any:
+    return __import__("ansible.utils.vars").utils.vars
+
+
+def _display() -> Any:
+    return __import__("ansible.utils.display").utils.display.Display()
+
+
+def _rpc_host() -> Any:
+    """ansible-core 2.21's in-process RPC server for its workers (``add_host``, ``group_by``), or None."""
+    try:
+        from ansible._internal import _rpc_host
+    except ImportError:
+        return None
+    return _rpc_host
+
+
+def _rpc_host_in_shape() -> bool:
+    module = _rpc_host()
+    manager = getattr(module, "LocalManager", None)
+    return (
+        manager is not None
+        and "_shared_instance" in vars(manager)
+        and isinstance(vars(manager).get("shared_instance"), classmethod)
+        and hasattr(getattr(module, "_server_ready", None), "clear")
+    )
+
+
+def _awx_display_modules() -> list[Any]:
+    """The loaded copies of ansible-runner's ``awx_display`` callback (its event context is module state)."""
+    return [m for m in list(sys.modules.values()) if getattr(m, "__name__", "").endswith("awx_display")]
+
+
+PRIVATE_STATE = (
+    PrivateState(
+        "GlobalCLIArgs singleton",
+        "holds the parsed command line; a second parse would return the first run's",
+        lambda: "_Singleton__instance" in vars(_global_cli_args()),
+        lambda: getattr(_global_cli_args(), "_Singleton__instance", None) is not None,
+    ),
+    PrivateState(
+        "ansible.context.CLIARGS",
+        "the parsed command line every part of Ansible reads",
+        lambda: hasattr(__import__("ansible.context").context, "CLIARGS"),
+        lambda: isinstance(__import__("ansible.context").context.CLIARGS, _global_cli_args()),
+    ),
+    PrivateState(
+        "VaultSecretsContext._current",
+        "the vault secrets of the run; initialising it twice raises",
+        lambda: _vault_context() is not None and "_current" in vars(_vault_context()),
+        lambda: getattr(_vault_context(), "_current", None) is not None,
+    ),
+    PrivateState(
+        "load_extra_vars.extra_vars",
+        "a function-attribute cache of the run's extra vars: the next run would get these",
+        lambda: callable(getattr(_vars(), "load_extra_vars", None)),
+        lambda: hasattr(_vars().load_extra_vars, "extra_vars"),
+    ),
+    PrivateState(
+        "load_options_vars.options_vars",
+        "a function-attribute cache of ansible_check_mode, ansible_verbosity and friends",
+        lambda: callable(getattr(_vars(), "load_options_vars", None)),
+        lambda: hasattr(_vars().load_options_vars, "options_vars"),
+    ),
+    PrivateState(
+        "ansible.utils.vars.random_int / cur_id",
+        "the per-process part of task and play uuids; forks would all share the zygote's",
+        lambda: (
+            isinstance(getattr(_vars(), "random_int", None), str)
+            and isinstance(_vars().cur_id, int)
+            and isinstance(getattr(_vars(), "_MAXSIZE", None), int)
+        ),
+        lambda: _vars().cur_id > 0,
+    ),
+    PrivateState(
+        "Display de-duplication sets",
+        "warnings and deprecations already shown once are not shown again",
+        lambda: all(hasattr(getattr(_display(), n, None), "clear") for n in ("_warns", "_deprecations", "_errors")),
+        lambda: True,
+    ),
+    PrivateState(
+        "ansible.constants.DEFAULT_LOCAL_TMP",
+        "the process's local temp dir (AnsiballZ cache, rendered templates): one per run, as a new process",
+        lambda: isinstance(getattr(__import__("ansible.constants").constants, "DEFAULT_LOCAL_TMP", None), str),
+        lambda: True,
+    ),
+    PrivateState(
+        "ansible._internal._rpc_host.LocalManager._shared_instance",
+        "the RPC server (two threads) a run's workers call back into; each fork must start its own",
+        _rpc_host_in_shape,
+        lambda: True,  # never started in the zygote (``no_rpc_host``): nothing to fill in
+        since=(2, 21),
+    ),
+    PrivateState(
+        "ansible-runner awx_display.event_context",
+        "the display callback's job-event context, made when it is imported: it points at the warm-up's dir",
+        lambda: all(hasattr(m, "EventContext") and hasattr(m, "event_context") for m in _awx_display_modules()),
+        lambda: True,  # not loaded in this process: a fork loads it itself, from its own environment
+    ),
+)
+
+
+def private_state_problems(populated: bool, version: tuple[int, int] | None = None) -> list[str]:
+    """What of ``PRIVATE_STATE`` is not where this module expects it in the installed ansible-core.
+
+    ``populated``: also require that a run has filled it in (the zygote checks this after its warm-up,
+    which proves the reset targets are the ones a real run uses).
+    """
+    if version is None:
+        major, minor, _full = ansible_version()
+        version = (major, minor)
+    problems = []
+    for state in PRIVATE_STATE:
+        if version < state.since:
+            continue
+        try:
+            if not state.present():
+                problems.append(f"{state.name}: not found")
+            elif populated and not state.populated():
+                problems.append(f"{state.name}: a run did not fill it in")
+        except Exception as exc:  # an import or attribute error is the same news: the shape changed
+            problems.append(f"{state.name}: {type(exc).__name__}: {exc}")
+    return problems
+
+
+def reset_private_state() -> None:
+    """Put Ansible's process-wide state back as a fresh ``ansible-playbook`` process has it."""
+    from ansible import context
+    from ansible.utils.context_objects import CLIArgs
+
+    type.__setattr__(_global_cli_args(), "_Singleton__instance", None)
+    context.CLIARGS = CLIArgs({})
+    vault_context = _vault_context()
+    if vault_context is not None:
+        vault_context._current = None
+    ansible_vars = _vars()
+    for function, cache in (
+        (ansible_vars.load_extra_vars, "extra_vars"),
+        (ansible_vars.load_options_vars, "options_vars"),
+    ):
+        with contextlib.suppress(AttributeError):
+            delattr(function, cache)
+    ansible_vars.random_int = f"{secrets.randbelow(ansible_vars._MAXSIZE):08x}"[:8]
+    ansible_vars.cur_id = 0
+    display = _display()
+    for name in ("_warns", "_deprecations", "_errors"):
+        getattr(display, name).clear()
+    rpc_host = _rpc_host()
+    if rpc_host is not None and _rpc_host_in_shape():  # the run starts its own server; its workers call that
+        rpc_host.LocalManager._shared_instance = None
+        rpc_host._server_ready.clear()
+
+
+@contextlib.contextmanager
+def no_rpc_host() -> Iterator[None]:
+    """Run a playbook in this process without starting ansible-core's RPC server (2.21 and later: a thread
+    pool and an accepter thread, for workers' ``add_host`` and ``group_by``). It cannot be stopped once
+    started, and a process with threads must not fork; the warm-up uses neither task. If its shape moved,
+    nothing is changed here and the zygote's thread check refuses to serve (the runner path takes over)."""
+    rpc_host = _rpc_host()
+    if rpc_host is None or not _rpc_host_in_shape():
+        yield
+        return
+    manager = rpc_host.LocalManager
+    original = vars(manager)["shared_instance"]
+    manager.shared_instance = classmethod(lambda cls: None)
+    try:
+        yield
+    finally:
+        manager.shared_instance = original
+
+
+def use_local_tmp(path: str | None = None) -> str:
+    """Give this process its own local temp dir (Ansible makes one per process at import); the one it has."""
+    from ansible import constants
+
+    if path is not None:
+        constants.DEFAULT_LOCAL_TMP = path
+    return str(constants.DEFAULT_LOCAL_TMP)
+
+
+def fresh_event_contexts() -> int:
+    """Re-create ansible-runner's ``awx_display`` event context from this process's environment (where to
+    write job events is read at import, in the zygote's warm-up). How many callback copies were found."""
+    modules = [m for m in _awx_display_modules() if hasattr(m, "EventContext")]
+    for module in modules:
+        module.event_context = module.EventContext()
+    return len(modules)
+
+
+def run_playbook(argv: list[str]) -> int:
+    """Be ``ansible-playbook ARGV`` in this process; its exit code."""
+    from ansible.cli.playbook import PlaybookCLI
+
+    sys.argv = list(argv)
+    try:
+        PlaybookCLI.cli_executor(list(argv))
+    except SystemExit as exc:
+        return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
+    return 0
