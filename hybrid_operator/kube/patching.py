@@ -2,11 +2,13 @@
 
 Called by ``reactor.reconciling``. Status goes through the status subresource as a merge patch carrying
 the resourceVersion it was computed from, so a concurrent writer causes a Conflict (retried by the
-caller with fresh data) instead of a lost update. Finalizers are patched the same way.
+caller with fresh data) instead of a lost update. Finalizers are patched the same way. ``merge_patch``
+applies such a patch locally, for ``reconcile FILE --check`` (the status the operator would write).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from hybrid_operator.kube.client import Kube, KubeObject, Resource
@@ -36,3 +38,16 @@ def remove_finalizer(kube: Kube, res: Resource, obj: KubeObject, name: str) -> K
     if name not in current:
         return obj
     return set_finalizers(kube, res, obj, [f for f in current if f != name])
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, as the API server applies the status the operator writes."""
+    if not isinstance(patch, Mapping):
+        return patch
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out

@@ -1,7 +1,7 @@
 """``hybrid-operator reconcile FILE``: one reconcile of the custom resource in a file, without watching.
 
 Called by ``cli``, for role authors iterating on a role and for the CI of their roles. It builds what
-``run`` builds (the executor, the owner-reference proxy, the ``Reconciler``) for the one kind the file's
+``run`` builds (``wiring``: the executor, the owner-reference proxy, the ``Reconciler``) for the one kind the file's
 object is, and then:
 
 - without ``check``: applies the object with server-side apply (field manager
@@ -27,15 +27,14 @@ from typing import Any
 
 import yaml
 
-from hybrid_operator.ansible.executors import build_executor
 from hybrid_operator.errors import ConfigError
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource, context_namespace
-from hybrid_operator.kube.events import EventRecorder
-from hybrid_operator.kube.objects import GVK
-from hybrid_operator.kube.proxy import ApiProxy
+from hybrid_operator.kube.objects import GVK, key_of
+from hybrid_operator.kube.patching import merge_patch
 from hybrid_operator.reactor.admitting import MAX_DEPTH, nesting_depth
 from hybrid_operator.reactor.queueing import Key
 from hybrid_operator.reactor.reconciling import KindContext, Reconciler
+from hybrid_operator.reactor.wiring import build_runtime, kind_context
 from hybrid_operator.settings.config import Config
 from hybrid_operator.settings.watches import Watch
 
@@ -113,26 +112,22 @@ def reconcile_once(
         # create typed patch object"). Only an unreachable or overloaded server is not bad input.
         code = 1 if exc.status in (0, 429, 503, 504) else 2
         return Once(code, message=f"the API server refused the object: {exc}")
-    executor = build_executor(config, extra_ansible_args="--check" if check else "")
-    proxy = ApiProxy(kube, inject=config.inject_owner_ref, on_child=lambda _child: None)
-    reconciler = Reconciler(kube, executor, EventRecorder(kube), proxy)
-    meta = applied.get("metadata") or {}
-    key = Key(str(watch.gvk), str(meta.get("namespace") or ""), str(meta.get("name")))
-    ctx = KindContext(
-        watch=watch,
-        resource=resource,
-        lookup=lambda namespace, name: applied if check else _get(kube, resource, namespace, name),
+    runtime = build_runtime(config, kube, on_child=lambda _child: None, extra_ansible_args="--check" if check else "")
+    key = Key(str(watch.gvk), *key_of(applied))
+    ctx = kind_context(
+        config,
+        watch,
+        resource,
+        lambda namespace, name: applied if check else _get(kube, resource, namespace, name),
         reconcile_period=0,
-        verbosity=config.ansible_verbosity,
         on_event=on_event,
     )
-    proxy.start()
+    runtime.start()
     try:
+        reconciler = runtime.reconciler
         return _rehearse(reconciler, key, ctx, applied) if check else _reconcile(reconciler, key, ctx, kube)
     finally:
-        executor.close()
-        proxy.stop()
-        reconciler.close()
+        runtime.close()
 
 
 def _rehearse(reconciler: Reconciler, key: Key, ctx: KindContext, obj: KubeObject) -> Once:
@@ -157,19 +152,6 @@ def _reconcile(reconciler: Reconciler, key: Key, ctx: KindContext, kube: Kube) -
         return Once(1, status, str(failures[0].get("message", "")) if failures else "the run failed")
     after = outcome.requeue_after
     return Once(0, status, f"the role asked to be run again after {after:g}s" if after else "")
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch, as the API server applies the status the operator writes."""
-    if not isinstance(patch, Mapping):
-        return patch
-    out = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
 
 
 def _placed(obj: KubeObject, resource: Resource, config: Config) -> KubeObject:

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from hybrid_operator.errors import ConfigError
 from hybrid_operator.kube.objects import GVK
-from hybrid_operator.reactor.oneshot import MAX_FILE_BYTES, load_object, merge_patch, watch_for
+from hybrid_operator.kube.patching import merge_patch
+from hybrid_operator.reactor.oneshot import MAX_FILE_BYTES, load_object, watch_for
 from hybrid_operator.settings.watches import Target, Watch
 
 FOO = "apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata:\n  name: a\nspec:\n  replicas: 1\n"

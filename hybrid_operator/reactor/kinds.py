@@ -1,0 +1,174 @@
+"""The watched kinds: each resolved through discovery, watched by one informer per namespace, events to keys.
+
+Used by ``orchestration.Operator``. ``start_kind`` waits (with backoff) for a CRD that is not installed
+yet, starts the kind's informers, and turns their events into queue keys: a new object, a new
+generation, a deletion mark, or (when asked) an annotation change; status-only updates, including our
+own, never wake an object. With ``--sharding`` an object the ring does not give this replica stays in
+the cache only. ``watches_synced`` is the ``/readyz`` check of all of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from hybrid_operator import eventlog
+from hybrid_operator.errors import OperatorError
+from hybrid_operator.kube.cachereads import Caches
+from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
+from hybrid_operator.kube.objects import key_of, uid_of
+from hybrid_operator.kube.watching import Informer
+from hybrid_operator.reactor.filtering import event_priority, wants_reconcile
+from hybrid_operator.reactor.queueing import Key, WorkQueue
+from hybrid_operator.reactor.reconciling import KindContext
+from hybrid_operator.reactor.wiring import kind_context
+from hybrid_operator.settings.config import Config
+from hybrid_operator.settings.watches import Watch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Kind:
+    ctx: KindContext
+    informers: dict[str, Informer] = field(default_factory=dict)  # namespace ("" = all) -> informer
+
+    def lookup(self, namespace: str, name: str) -> KubeObject | None:
+        informer = self.informers.get(namespace) or self.informers.get("")
+        return informer.get(namespace, name) if informer else None
+
+    def uid(self, namespace: str, name: str) -> str | None:
+        obj = self.lookup(namespace, name)
+        return uid_of(obj) or None if obj else None
+
+
+class Kinds:
+    """Every kind of watches.yaml this operator serves, keyed by ``str(GVK)`` once it is resolved."""
+
+    def __init__(
+        self,
+        config: Config,
+        watches: list[Watch],
+        kube: Kube,
+        queue: WorkQueue,
+        caches: Caches,
+        stop: threading.Event,
+        owns: Callable[[str], bool],
+    ) -> None:
+        self.config, self.watches, self.kube, self.queue, self.caches, self.stop = (
+            config,
+            watches,
+            kube,
+            queue,
+            caches,
+            stop,
+        )
+        self.owns = owns  # uid -> whether this replica runs it (always true without sharding)
+        self.by_gvk: dict[str, Kind] = {}
+
+    def start(self) -> None:
+        """Each kind in its own thread: a kind whose CRD is missing waits alone."""
+        for watch in self.watches:
+            threading.Thread(
+                target=self._start_kind_safely, args=(watch,), name=f"start-{watch.gvk.kind}", daemon=True
+            ).start()
+
+    def get(self, gvk: str) -> Kind | None:
+        return self.by_gvk.get(gvk)
+
+    def objects(self) -> Iterator[tuple[str, KubeObject]]:
+        """Every cached object of every kind, with its kind's ``str(GVK)``."""
+        for gvk, kind in list(self.by_gvk.items()):
+            for informer in list(kind.informers.values()):
+                for obj in informer.objects():
+                    yield gvk, obj
+
+    def _start_kind_safely(self, watch: Watch) -> None:
+        try:
+            self._start_kind(watch)
+        except OperatorError as exc:
+            log.info("not watching %s: %s", watch.gvk, exc)
+
+    def _start_kind(self, watch: Watch) -> None:
+        resource = self._discover(watch)
+        gvk = str(watch.gvk)
+        on_event = eventlog.event_logger(self.config.ansible_log_events)
+        kind = Kind(ctx=kind_context(self.config, watch, resource, lambda ns, name: None, on_event=on_event))
+        kind.ctx.lookup = kind.lookup
+        namespaces = self.config.namespaces if resource.namespaced and self.config.namespaces else ("",)
+        for namespace in namespaces:
+            kind.informers[namespace] = Informer(
+                self.kube,
+                resource,
+                self._handler(watch, gvk),
+                namespace=namespace,
+                label_selector=watch.selector,
+            )
+            self.caches.add(kind.informers[namespace])
+        self.by_gvk[gvk] = kind  # before any event can reach a worker
+        for namespace, informer in kind.informers.items():
+            thread = threading.Thread(
+                target=informer.run,
+                args=(self.stop,),
+                name=f"watch-{watch.gvk.kind}-{namespace or 'all'}",
+                daemon=True,
+            )
+            thread.start()
+        log.info(
+            "watching %s (%s) in %s with %s, %d at once",
+            gvk,
+            resource.plural,
+            ", ".join(namespaces) if namespaces != ("",) else "all namespaces",
+            watch.target.describe(),
+            self.config.concurrency(watch.gvk),
+        )
+
+    def _discover(self, watch: Watch) -> Resource:
+        delay = 1.0
+        while True:
+            try:
+                return self.kube.resource(watch.gvk)
+            except ApiError as exc:
+                if self.stop.is_set():
+                    raise OperatorError("stopped while waiting for the API server") from exc
+                log.warning("cannot resolve %s yet (%s); retrying in %.0fs", watch.gvk, exc, delay)
+                self.stop.wait(delay)
+                delay = min(30.0, delay * 2)
+
+    def _handler(self, watch: Watch, gvk: str) -> Callable[[str, KubeObject | None, KubeObject], None]:
+        def handle(event_type: str, old: KubeObject | None, new: KubeObject) -> None:
+            key = Key(gvk, *key_of(new))
+            if event_type == "DELETED":
+                self.queue.discard(key)
+            elif not self.owns(uid_of(new)):
+                return  # another replica's object: it stays in our cache only
+            elif wants_reconcile(watch, event_type, old, new):
+                self.queue.add(key, priority=event_priority(event_type, new))
+
+        return handle
+
+    def watches_synced(self) -> tuple[bool, str]:
+        """Every kind resolved, every informer healthy and synced (the ``/readyz`` check, once started)."""
+        unresolved = [str(w.gvk) for w in self.watches if str(w.gvk) not in self.by_gvk]
+        if unresolved:
+            return False, "kinds not served by the API server yet: " + ", ".join(unresolved)
+        failing = [
+            detail
+            for kind in self.by_gvk.values()
+            for inf in kind.informers.values()
+            for ok, detail in [inf.health()]
+            if not ok
+        ]
+        if failing:
+            return False, "; ".join(failing)
+        waiting = [
+            f"{gvk}/{ns or '*'}"
+            for gvk, kind in self.by_gvk.items()
+            for ns, inf in kind.informers.items()
+            if not inf.synced.is_set()
+        ]
+        if waiting:
+            return False, "not synced yet: " + ", ".join(waiting)
+        return True, f"{sum(len(k.informers) for k in self.by_gvk.values())} watches synced"
