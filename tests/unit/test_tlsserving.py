@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from hybrid_operator import health
 from hybrid_operator.errors import ConfigError
 from hybrid_operator.kube.reviews import Identity
-from hybrid_operator.metricsauth import Gate
+from hybrid_operator.metricsauth import Gate, Limits
 from hybrid_operator.tlsserving import ServerTLS, self_signed
 
 READER = Identity("reader", "", (), ())
@@ -131,3 +131,24 @@ def test_a_stalled_client_does_not_hold_up_others(serve: Callable[..., int]) -> 
         started = time.monotonic()
         assert get(port)[0] == 200
         assert time.monotonic() - started < 5
+
+
+def test_a_flood_of_tokens_over_https_gets_429_and_few_reviews(serve: Callable[..., int]) -> None:
+    """Distinct bogus tokens from one address: the burst is reviewed, the rest answered 429, Retry-After."""
+    asked: list[str] = []
+    gate = Gate(
+        lambda t: asked.append(t) or (READER if t == "good" else None),
+        lambda who, verb, path: who == READER,
+        limits=Limits(client_rate=0.01, client_burst=5, total_rate=1, total_burst=50),
+    )
+    port = serve(ServerTLS(), gate)
+    statuses = [get(port, token=f"bogus-{i}")[0] for i in range(40)]
+    assert statuses == [401] * 5 + [429] * 35
+    assert len(asked) == 5
+    conn = http.client.HTTPSConnection("localhost", port, context=ssl._create_unverified_context(), timeout=10)
+    try:
+        conn.request("GET", "/metrics", headers={"Authorization": "Bearer good"})
+        resp = conn.getresponse()
+        assert resp.status == 429 and int(resp.getheader("Retry-After") or 0) >= 1
+    finally:
+        conn.close()
