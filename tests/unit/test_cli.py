@@ -63,7 +63,7 @@ def test_reconcile_refuses_the_alias_bomb_in_one_line_and_quickly(tmp_path: Path
     watches = f"--watches-file={ROOT / 'watches.yaml'}"
     command = [sys.executable, "-m", "hybrid_operator", "reconcile", str(bomb), watches]
     start = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False)
     elapsed = time.monotonic() - start
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ")
