@@ -135,8 +135,8 @@ def _reconcile_file(args: argparse.Namespace) -> int:
     logs.setup(args.log_format, "WARNING" if args.log_level == "INFO" else args.log_level)
     try:
         config = Config.from_args(args)
+        obj = oneshot.load_object(Path(args.file))  # the input first: bad input costs no watches.yaml read
         watches = load_watches(config.watches_file, roles_paths=config.roles_paths)
-        obj = oneshot.load_object(Path(args.file))
         _receive_role_metrics("127.0.0.1:0")  # a role's osdk_metric succeeds; the numbers go nowhere
         once = oneshot.reconcile_once(config, watches, obj, check=args.check, on_event=_print_task_lines)
     except ConfigError as exc:

@@ -12,9 +12,10 @@ object is, and then:
   and defaulted, nothing stored), runs the role on that in Ansible's check mode (the executor is built
   with ``--check``) and reports the status the operator would write. Nothing is written.
 
-The file is untrusted input like any custom resource: read with bounds (size, one document, depth) and
-refused naming the field. Exit codes: 0 the run succeeded, 1 it failed, 2 bad input (the file, a kind no
-watch maps, a CRD not installed, an object the API server or the operator refuses).
+The file is untrusted input like any custom resource: read with the bounded reader of ``yamlfiles`` (size,
+UTF-8, depth, no anchors or aliases, JSON's types only), then as one document with apiVersion, kind and
+metadata.name, and refused naming the field. Exit codes: 0 the run succeeded, 1 it failed, 2 bad input (the
+file, a kind no watch maps, a CRD not installed, an object the API server or the operator refuses).
 """
 
 from __future__ import annotations
@@ -25,16 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hybrid_operator.errors import ConfigError
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource, context_namespace
 from hybrid_operator.kube.objects import GVK, key_of
 from hybrid_operator.kube.patching import merge_patch
-from hybrid_operator.reactor.admitting import MAX_DEPTH, nesting_depth
+from hybrid_operator.reactor.admitting import MAX_DEPTH
 from hybrid_operator.reactor.queueing import Key
 from hybrid_operator.reactor.reconciling import KindContext, Reconciler
 from hybrid_operator.reactor.wiring import build_runtime, kind_context
+from hybrid_operator.settings import yamlfiles
 from hybrid_operator.settings.config import Config
 from hybrid_operator.settings.watches import Watch
 
@@ -53,20 +53,13 @@ class Once:
 
 def load_object(path: Path) -> KubeObject:
     """The one custom resource in ``path``; ``ConfigError`` naming what is wrong with it."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ConfigError(f"{path}: {size} bytes, more than the {MAX_FILE_BYTES} the API server takes")
-        docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from exc
-    except (yaml.YAMLError, RecursionError) as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    # The same bounded reader as watches.yaml: a few hundred bytes of YAML aliases ("billion laughs")
+    # would otherwise expand for minutes before any check below could see the object.
+    text = yamlfiles.read_text(path, limit=MAX_FILE_BYTES, what="custom resource file")
+    docs = [d for d in yamlfiles.load_documents(text, source=path, max_depth=MAX_DEPTH) if d is not None]
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise ConfigError(f"{path}: expected one object (a mapping), found {len(docs)} documents")
     obj: KubeObject = docs[0]
-    if nesting_depth(obj, MAX_DEPTH) > MAX_DEPTH:
-        raise ConfigError(f"{path}: the object is nested more than {MAX_DEPTH} levels deep")
     for name in ("apiVersion", "kind"):
         if not isinstance(obj.get(name), str) or not obj[name]:
             raise ConfigError(f"{path}: field '{name}' is required, a string")
@@ -74,8 +67,8 @@ def load_object(path: Path) -> KubeObject:
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise ConfigError(f"{path}: field 'metadata.name' is required, a string")
     try:
-        json.dumps(obj)
-    except (TypeError, ValueError) as exc:  # dates and other YAML-only values the API cannot take
+        json.dumps(obj, allow_nan=False)
+    except (TypeError, ValueError) as exc:  # .nan and .inf: YAML has them, JSON does not
         raise ConfigError(f"{path}: not JSON the API server can take: {exc}") from exc
     return obj
 

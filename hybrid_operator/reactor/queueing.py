@@ -9,25 +9,35 @@ Semantics (client-go's workqueue, plus what operator-sdk lacks):
 - failures are requeued with per-key exponential backoff, capped; success forgets the count;
 - a concurrency cap per kind **and** a global cap across kinds (operator-sdk#3585);
 - changes seen by a watch go before periodic resyncs and retries, so thousands of idle objects coming
-  due never starve a new one (operator-sdk#1978, #5246).
+  due never starve a new one (operator-sdk#1978, #5246);
+- namespaces share the workers in turn: within a priority, each namespace has its own FIFO and a free
+  worker takes the first key it may run from the namespace whose last turn is the oldest (one that never
+  had a turn goes first), and that namespace goes to the back. One tenant's flood of objects therefore
+  delays another tenant's new object by at most the runs already in progress, about one per worker, and
+  the flooding namespace is never starved either: among namespaces with work it waits at most one turn
+  of each of the others. Cluster-scoped objects share the namespace "".
 
 Called by the watch handlers (``add``) and the workers (``get`` / ``done``) of ``orchestration``.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from hybrid_operator import metrics
 
 PRIORITY_CHANGE = 0  # a watch saw the object change
 PRIORITY_RESYNC = 1  # periodic reconcile, requeue_after, retry
+# Namespaces whose last turn is remembered besides those with work waiting; one forgotten counts as never
+# served, which only matters if it had no turn in the last this-many turns of others.
+TURNS_REMEMBERED = 4096
 
 
 @dataclass(frozen=True, order=True)
@@ -59,8 +69,11 @@ class WorkQueue:
         self._delayed: dict[Key, float] = {}  # key -> due time (the truth; the heap may be stale)
         self._heap: list[tuple[float, int, Key]] = []
         self._seq = itertools.count()
-        # Due keys, FIFO within a priority; a key is in at most one of them and never also delayed.
-        self._ready: list[OrderedDict[Key, None]] = [OrderedDict(), OrderedDict()]
+        # Due keys by priority, each lane a FIFO per namespace; a key is in at most one lane and never
+        # also delayed. Namespaces take turns in the order of their last turn, ``_turns``.
+        self._turns: OrderedDict[str, int] = OrderedDict()  # namespace -> its last turn, oldest first
+        self._turn = itertools.count()
+        self._ready = [_Lane(self._last_turn), _Lane(self._last_turn)]
         self._processing: set[Key] = set()
         self._dirty: dict[Key, int] = {}  # added while processing -> priority
         self._running: Counter[str] = Counter()
@@ -79,12 +92,12 @@ class WorkQueue:
             queued = self._ready_priority(key)
             if queued is not None:  # already due: at most raise its priority
                 if priority < queued:
-                    del self._ready[queued][key]
-                    self._ready[priority][key] = None
+                    self._ready[queued].remove(key)
+                    self._ready[priority].push(key)
                 return
             if delay <= 0:
                 self._delayed.pop(key, None)
-                self._ready[priority][key] = None
+                self._ready[priority].push(key)
             else:
                 due = self._clock() + delay
                 if self._delayed.get(key, float("inf")) <= due:
@@ -116,7 +129,7 @@ class WorkQueue:
         with self._cond:
             self._delayed.pop(key, None)
             for ready in self._ready:
-                ready.pop(key, None)
+                ready.remove(key)
             self._failures.pop(key, None)
             self._dirty.pop(key, None)
 
@@ -151,9 +164,9 @@ class WorkQueue:
                 queued = self._ready_priority(key)
                 if queued is None or priority < queued:
                     if queued is not None:
-                        del self._ready[queued][key]
+                        self._ready[queued].remove(key)
                     self._delayed.pop(key, None)
-                    self._ready[priority][key] = None
+                    self._ready[priority].push(key)
             self._refresh_gauges()
             self._cond.notify_all()
 
@@ -176,22 +189,37 @@ class WorkQueue:
             heapq.heappop(self._heap)
             del self._delayed[key]
             if self._ready_priority(key) is None:
-                self._ready[PRIORITY_RESYNC][key] = None
+                self._ready[PRIORITY_RESYNC].push(key)
         return None
 
     def _pick(self) -> Key | None:
-        """The oldest ready key of the best lane whose kind has room (and is not running)."""
+        """From the best lane, the oldest key whose kind has room (and is not running) of the namespace
+        whose turn it is; that namespace then goes to the back in every lane."""
         if sum(self._running.values()) >= self.global_limit:
             return None
         for ready in self._ready:
-            for key in ready:
-                if key in self._processing:
-                    continue
-                if self._running[key.gvk] >= self.per_kind_limits.get(key.gvk, 1):
-                    continue
-                del ready[key]
+            key = next((k for k in ready.in_turn() if self._may_take(k)), None)
+            if key is not None:
+                ready.remove(key)
+                self._take_turn(key.namespace)
                 return key
         return None
+
+    def _may_take(self, key: Key) -> bool:
+        return key not in self._processing and self._running[key.gvk] < self.per_kind_limits.get(key.gvk, 1)
+
+    def _last_turn(self, namespace: str) -> int:
+        return self._turns.get(namespace, -1)  # never served (or long ago): before everyone
+
+    def _take_turn(self, namespace: str) -> None:
+        self._turns[namespace] = next(self._turn)
+        self._turns.move_to_end(namespace)
+        for ready in self._ready:
+            ready.to_back(namespace)
+        if len(self._turns) > 2 * TURNS_REMEMBERED:  # now and then, so the cost is spread thin
+            waiting = {ns for ready in self._ready for ns in ready.namespaces()}
+            recent = set(itertools.islice(reversed(self._turns), TURNS_REMEMBERED))
+            self._turns = OrderedDict((ns, t) for ns, t in self._turns.items() if ns in waiting or ns in recent)
 
     def _refresh_gauges(self) -> None:
         ready: Counter[str] = Counter()
@@ -218,3 +246,62 @@ class WorkQueue:
     def processing(self) -> int:
         with self._cond:
             return len(self._processing)
+
+
+class _Lane:
+    """The due keys of one priority: a FIFO per namespace, the namespaces least recently served first.
+
+    ``last_turn`` gives each namespace's rank; the order stays sorted by it because a namespace's rank only
+    changes when it takes a turn, and then it goes to the back. Not thread-safe: the queue's lock.
+    """
+
+    def __init__(self, last_turn: Callable[[str], int]) -> None:
+        self._last_turn = last_turn
+        self._fifos: dict[str, OrderedDict[Key, None]] = {}
+        self._order: list[str] = []  # namespaces with keys here, in turn order
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __contains__(self, key: Key) -> bool:
+        fifo = self._fifos.get(key.namespace)
+        return fifo is not None and key in fifo
+
+    def __iter__(self) -> Iterator[Key]:
+        return self.in_turn()
+
+    def in_turn(self) -> Iterator[Key]:
+        """Every key: the namespaces in turn order, each one's keys oldest first."""
+        for namespace in self._order:
+            yield from self._fifos[namespace]
+
+    def namespaces(self) -> list[str]:
+        return list(self._order)
+
+    def push(self, key: Key) -> None:
+        fifo = self._fifos.get(key.namespace)
+        if fifo is None:
+            fifo = self._fifos[key.namespace] = OrderedDict()
+            # After every namespace served no later than this one: a newcomer goes before a namespace that
+            # has just had its turn, and after those waiting longer than it.
+            at = bisect.bisect_right(self._order, self._last_turn(key.namespace), key=self._last_turn)
+            self._order.insert(at, key.namespace)
+        if key not in fifo:
+            fifo[key] = None
+            self._size += 1
+
+    def remove(self, key: Key) -> None:
+        fifo = self._fifos.get(key.namespace)
+        if fifo is None or key not in fifo:
+            return
+        del fifo[key]
+        self._size -= 1
+        if not fifo:
+            del self._fifos[key.namespace]
+            self._order.remove(key.namespace)
+
+    def to_back(self, namespace: str) -> None:
+        if namespace in self._fifos:
+            self._order.remove(namespace)
+            self._order.append(namespace)

@@ -6,11 +6,12 @@ probes check something: /readyz is ready only when every watch has synced, the e
 replica leads (or could take over); /healthz fails when the workers or the watch loop stop making progress.
 
 With ``--metrics-secure`` the metrics server speaks HTTPS (``tlsserving``) and with
-``--metrics-require-rbac`` every request on it is first decided by a ``metricsauth.Gate``: 401, 403 or
-served. Both servers are bounded (``httpbounds.BoundedServer``): the TLS handshake happens in the connection's
-own thread, and it and the request head must be done within 5 s together; at most 64 connections wait
-for their head (16 per client address, the oldest closed to make room) and 32 are served at once (8 per
-client address), so clients that trickle or stall hold a bounded number of threads and never the probes.
+``--metrics-require-rbac`` every request on it is first decided by a ``metricsauth.Gate``: 401, 403, 429
+(with Retry-After: too many reviews from the caller's address) or served. Both servers are bounded
+(``httpbounds.BoundedServer``): the TLS handshake happens in the connection's own thread, and it and the
+request head must be done within 5 s together; at most 64 connections wait for their head (16 per client
+address, the oldest closed to make room) and 32 are served at once (8 per client address), so clients
+that trickle or stall hold a bounded number of threads and never the probes.
 """
 
 from __future__ import annotations
@@ -98,9 +99,11 @@ class _Handler(BoundedHandler):
         path = self.path.split("?", 1)[0]
         gate, probes = self.server.gate, self.server.probes
         if gate is not None:
-            decision = gate.decide(self.headers.get("Authorization"), "GET", path)
+            decision = gate.decide(self.headers.get("Authorization"), "GET", path, str(self.client_address[0]))
             if not decision.allowed:
-                self._send(decision.status, f"{decision.reason}\n".encode(), "text/plain; charset=utf-8")
+                self._send(
+                    decision.status, f"{decision.reason}\n".encode(), "text/plain; charset=utf-8", decision.retry_after
+                )
                 return
         if self.server.metrics and path == "/metrics":
             self._send(200, generate_latest(REGISTRY) + USER_METRICS.render(), CONTENT_TYPE_LATEST)
@@ -113,12 +116,14 @@ class _Handler(BoundedHandler):
         else:
             self._send(404, b"not found\n", "text/plain")
 
-    def _send(self, code: int, body: bytes, content_type: str) -> None:
+    def _send(self, code: int, body: bytes, content_type: str, retry_after: int = 0) -> None:
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         if code == 401:
             self.send_header("WWW-Authenticate", 'Bearer realm="metrics"')
+        if retry_after:
+            self.send_header("Retry-After", str(retry_after))
         self.end_headers()
         self.wfile.write(body)
 

@@ -1,7 +1,8 @@
 """YAML files the operator reads at start-up, read with bounds before anything else sees them.
 
-Called by ``watches`` for watches.yaml and for the playbooks it names. A file is refused, with a
-``ConfigError`` saying which bound it broke, when it is
+Called by ``watches`` for watches.yaml and for the playbooks it names, and by ``reactor.oneshot`` for the
+custom resource file of ``reconcile FILE``. A file is refused, with a ``ConfigError`` saying which bound it
+broke, when it is
 
 * larger than a size limit (checked before reading, so a 50 MB file costs a ``stat``),
 * not UTF-8 (the error gives the byte offset),
@@ -22,7 +23,8 @@ from __future__ import annotations
 import gc
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,16 +98,40 @@ def render_path(path: tuple[str | int, ...]) -> str:
 
 def load(text: str, *, source: Path, max_depth: int = MAX_DEPTH) -> Any:
     """Parse one YAML document with the checks above; a problem becomes a one-line ``YamlError``."""
-    # Parsing makes many small objects and no garbage cycles; the cyclic collector's passes over them
-    # would more than double the time of a large file, so it waits until the document is built.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with _parsing(source):
         loader = _Loader(text, max_depth)
         try:
             return loader.get_single_data()
         finally:
             loader.dispose()
+
+
+def load_documents(text: str, *, source: Path, max_depth: int = MAX_DEPTH) -> list[Any]:
+    """Every document of a ``---`` separated stream, each with the checks above; empty ones are None.
+
+    For a file people write as they write for ``kubectl apply -f``, where a leading or trailing ``---`` is
+    common. The checks hold across documents: an anchor in one is refused before any alias can use it.
+    """
+    with _parsing(source):
+        loader = _Loader(text, max_depth)
+        try:
+            documents = []
+            while loader.check_node():
+                documents.append(loader.construct_document(loader.get_node()))
+            return documents
+        finally:
+            loader.dispose()
+
+
+@contextmanager
+def _parsing(source: Path) -> Iterator[None]:
+    """Around a parse: the collector paused, and every error of the parser one ``YamlError``."""
+    # Parsing makes many small objects and no garbage cycles; the cyclic collector's passes over them
+    # would more than double the time of a large file, so it waits until the document is built.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
     except _Refused as exc:
         raise YamlError(source, exc.problem, _at(exc.mark), exc.path, exc.item) from exc
     except yaml.MarkedYAMLError as exc:

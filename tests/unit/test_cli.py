@@ -1,7 +1,10 @@
-"""``hybrid-operator run`` stops at start with exit code 2 and one line saying why, never a traceback."""
+"""``hybrid-operator run`` and ``reconcile`` stop with exit code 2 and one line saying why, never a traceback."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -49,3 +52,35 @@ def test_ignored_zap_flags_are_named_in_a_warning(capsys: pytest.CaptureFixture[
     err = capsys.readouterr().err
     assert "--zap-devel is accepted for operator-sdk compatibility and has no effect" in err
     assert "--zap-time-encoding is accepted" in err
+
+
+def test_reconcile_refuses_the_alias_bomb_in_one_line_and_quickly(tmp_path: Path) -> None:
+    """The whole process: before the bounded reader, this file kept a core busy until it was killed."""
+    from tests.unit.reactor.test_oneshot import alias_bomb
+
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(alias_bomb())
+    watches = f"--watches-file={ROOT / 'watches.yaml'}"
+    command = [sys.executable, "-m", "hybrid_operator", "reconcile", str(bomb), watches]
+    start = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False)
+    elapsed = time.monotonic() - start
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ")
+    assert "anchors and aliases (&name, *name) are not allowed at spec.a" in done.stderr
+    # The interpreter and the package's imports take most of this; the refusal itself is milliseconds.
+    assert elapsed < 10, f"{elapsed:.1f}s"
+
+
+def test_reconcile_reads_the_file_with_bounds_before_anything_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.unit.reactor.test_oneshot import alias_bomb
+
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(alias_bomb())
+    start = time.monotonic()
+    assert main(["reconcile", str(bomb), "--watches-file=/nonexistent/watches.yaml"]) == 2
+    assert time.monotonic() - start < 1.0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "anchors and aliases" in err

@@ -21,7 +21,7 @@ from hybrid_operator.errors import ConfigError
 from hybrid_operator.httpbounds import Bounds
 from hybrid_operator.kube.reviews import Identity
 from hybrid_operator.serving import health
-from hybrid_operator.serving.metricsauth import Gate
+from hybrid_operator.serving.metricsauth import Gate, Limits
 from hybrid_operator.serving.tlsserving import ServerTLS, self_signed
 from tests.trickling import Tricklers, client_hello, wait_for
 
@@ -162,3 +162,24 @@ def test_a_trickling_handshake_is_closed_at_the_deadline(serve: Callable[..., in
     with Tricklers(port, 3, head=client_hello(), every=0.2, limit=10) as tricklers:  # no read waits 10 s
         assert wait_for(lambda: len(tricklers.lifetimes) >= 3, 5)
     assert all(0.9 <= lasted < 2.5 for lasted in tricklers.lifetimes[:3]), tricklers.lifetimes
+
+
+def test_a_flood_of_tokens_over_https_gets_429_and_few_reviews(serve: Callable[..., int]) -> None:
+    """Distinct bogus tokens from one address: the burst is reviewed, the rest answered 429, Retry-After."""
+    asked: list[str] = []
+    gate = Gate(
+        lambda t: asked.append(t) or (READER if t == "good" else None),
+        lambda who, verb, path: who == READER,
+        limits=Limits(client_rate=0.01, client_burst=5, total_rate=1, total_burst=50),
+    )
+    port = serve(ServerTLS(), gate)
+    statuses = [get(port, token=f"bogus-{i}")[0] for i in range(40)]
+    assert statuses == [401] * 5 + [429] * 35
+    assert len(asked) == 5
+    conn = http.client.HTTPSConnection("localhost", port, context=ssl._create_unverified_context(), timeout=10)
+    try:
+        conn.request("GET", "/metrics", headers={"Authorization": "Bearer good"})
+        resp = conn.getresponse()
+        assert resp.status == 429 and int(resp.getheader("Retry-After") or 0) >= 1
+    finally:
+        conn.close()
