@@ -34,8 +34,8 @@ import time
 import traceback
 from pathlib import Path
 
+from hybrid_operator.ansible import forking
 from hybrid_operator.ansible.privatedirs import ensure_private_dir
-from hybrid_operator.ansible.warm import forking
 
 log = logging.getLogger(__name__)
 

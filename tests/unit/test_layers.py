@@ -1,4 +1,19 @@
-"""Layering, read with ast: who may import the Kubernetes client, ansible_runner, kube/ and ansible/."""
+"""Layering, read with ast: which package may import which, and who may import the libraries we wrap.
+
+The rules, lowest floor first (README "How it works" shows the same picture):
+
+    base      errors, logs, metrics, eventlog, httpbounds    imports nothing of ours but base
+    kube/     the only package that talks to the API server  base
+    settings/ flags, watches.yaml                            base, and kube.objects (a watch names a GVK)
+    ansible/  the only package that runs Ansible             base, settings
+    serving/  the HTTP we serve                              base, kube
+    project/  new / create api / generate crds               base, kube, settings, ansible
+    reactor/  the only package that joins kube and ansible   base, kube, settings, ansible, serving
+    cli                                                      anything but both kube and ansible
+
+Inside ``ansible/``, only ``executors`` (the one public entry) imports ``warm/``, and the reactor
+imports neither ``warm/`` nor ``compat/``.
+"""
 
 from __future__ import annotations
 
@@ -98,3 +113,65 @@ def test_only_the_reactor_imports_both_kube_and_ansible() -> None:
 
 def test_cli_leaves_kube_and_ansible_to_the_reactor() -> None:
     assert "hybrid_operator/cli.py" not in _both()
+
+
+BASE = ("errors", "logs", "metrics", "eventlog", "httpbounds")
+MAY_IMPORT = {
+    "base": set(BASE),
+    "kube": set(BASE),
+    "settings": {*BASE, "kube.objects"},
+    "ansible": {*BASE, "settings"},
+    "serving": {*BASE, "kube"},
+    "project": {*BASE, "kube", "settings", "ansible"},
+    "reactor": {*BASE, "kube", "settings", "ansible", "serving"},
+}
+
+
+def _room(rel: str) -> str:
+    """The package a module belongs to for the rules: its folder under hybrid_operator, or base/cli."""
+    parts = rel.removesuffix(".py").split("/")[1:]
+    if len(parts) == 1:
+        return "base" if parts[0] in BASE else parts[0]
+    return parts[0]
+
+
+def _allowed(name: str, rules: set[str]) -> bool:
+    """Whether ``hybrid_operator.<name>`` is one of ``rules`` (a package, a base module, or a module)."""
+    return any(name == rule or name.startswith(rule + ".") for rule in rules)
+
+
+def test_every_package_imports_only_the_floors_below_it() -> None:
+    offenders = []
+    for rel, path in modules():
+        room = _room(rel)
+        if room not in MAY_IMPORT:
+            continue  # cli, __main__: the top
+        for name in imported(path):
+            if not name.startswith("hybrid_operator."):
+                continue
+            target = name.removeprefix("hybrid_operator.")
+            if _room("hybrid_operator/" + target.split(".")[0] + ".py") == room or target.split(".")[0] == room:
+                continue  # inside its own package (or base importing base)
+            if not _allowed(target, MAY_IMPORT[room]):
+                offenders.append(f"{rel} imports {name}")
+    assert offenders == []
+
+
+def test_only_the_executor_choice_reaches_into_the_warm_executor() -> None:
+    outside = {
+        m for m in importers("hybrid_operator.ansible.warm") if not m.startswith("hybrid_operator/ansible/warm/")
+    }
+    assert outside == {"hybrid_operator/ansible/executors.py"}
+
+
+def test_the_reactor_uses_ansible_through_its_public_modules() -> None:
+    internals = importers("hybrid_operator.ansible.warm") | importers("hybrid_operator.ansible.compat")
+    assert {m for m in internals if m.startswith("hybrid_operator/reactor/")} == set()
+
+
+def test_the_rules_would_catch_an_upward_import(tmp_path: Path) -> None:
+    fake = tmp_path / "hybrid_operator" / "kube" / "x.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("from hybrid_operator.reactor import queueing\n", encoding="utf-8")
+    names = {n.removeprefix("hybrid_operator.") for n in imported(fake, tmp_path) if n.startswith("hybrid_operator.")}
+    assert not all(_allowed(n, MAY_IMPORT["kube"]) for n in names)

@@ -38,8 +38,7 @@ import tempfile
 import traceback
 from typing import Any
 
-from hybrid_operator.ansible import compat
-from hybrid_operator.ansible.warm import forking
+from hybrid_operator.ansible import compat, forking
 
 SHARED_CACHE_DIR = "ansiballz-shared"
 _installed: dict[str, Any] = {}

@@ -42,9 +42,9 @@ import traceback
 import warnings
 from dataclasses import dataclass, field
 
-from hybrid_operator.ansible import compat
+from hybrid_operator.ansible import compat, forking
 from hybrid_operator.ansible.privatedirs import new_temp_dir
-from hybrid_operator.ansible.warm import forking, inline, inworker, protocol
+from hybrid_operator.ansible.warm import inline, inworker, protocol
 from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, terminate
 
 # The action plugins behind the builtin tasks roles use most. Ansible loads action plugins in its worker
