@@ -12,7 +12,7 @@
 # machine with Python 3.13 gets ansible-core 2.21 and one with only 3.11 gets 2.19. PYTHON=/path/to/python
 # chooses the interpreter instead (and with it the newest minor that takes it). A venv is reinstalled only
 # when pyproject.toml, its constraints file or its Python changes; the matrix venvs live under
-# ${XDG_CACHE_HOME:-~/.cache}/hybrid-operator/venvs/, one set per checkout.
+# ${XDG_CACHE_HOME:-~/.cache}/hybrid-operator/venvs/, shared by checkouts with the same pins.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 constraints_dir=$root/hack/constraints
@@ -67,11 +67,15 @@ done
 [ -n "$minor" ] || die "no Python for ansible-core ${wanted//$'\n'/ or } (PYTHON=${PYTHON:-unset}; see hack/constraints/)"
 constraints=$constraints_dir/ansible-core-$minor.txt
 
+python_version=$("$python" -P -c 'import sys; print(sys.version.split()[0])')
+# The matrix venvs are shared by every checkout with the same pyproject.toml and constraints (a fresh
+# clone, as CI makes, finds them made); each bootstrap points the venv's editable install at its own
+# checkout (seconds), so what a leg tests is this checkout's code.
+content=$({ cat "$root/pyproject.toml" "$constraints"; echo "$python_version"; } | sha256sum | cut -c1-8)
 case $target in
   default) venv=${HYBRID_OPERATOR_VENV:-$root/.venv} ;;
-  *) venv=${HYBRID_OPERATOR_VENV:-$cache/venvs/$(printf '%s' "$root" | sha256sum | cut -c1-8)/ansible-core-$target} ;;
+  *) venv=${HYBRID_OPERATOR_VENV:-$cache/venvs/$content/ansible-core-$target} ;;
 esac
-python_version=$("$python" -P -c 'import sys; print(sys.version.split()[0])')
 if [ -x "$venv/bin/python" ] && [ "$(python_minor "$venv/bin/python")" != "$(python_minor "$python")" ]; then
   [ -f "$venv/pyvenv.cfg" ] || die "$venv is not a virtualenv; remove it or set HYBRID_OPERATOR_VENV"
   log "$venv has another Python: making it again with $python_version"
@@ -99,5 +103,7 @@ if [ "$target" = canary ] || [ ! -f "$stamp" ]; then
   rm -f "$venv"/.installed-*
   touch "$stamp"
   log "installed: $("$venv/bin/python" -P -c 'import ansible.release as r, sys; print("Python", sys.version.split()[0], "ansible-core", r.__version__)')"
+elif [ "$target" != default ] && [ -z "${HYBRID_OPERATOR_VENV:-}" ]; then
+  "$venv/bin/python" -P -m pip install -q --no-deps -e "$root" >&2  # a shared venv: this checkout's code
 fi
 echo "$venv/bin"

@@ -6,9 +6,9 @@
 #   hack/test-matrix.sh canary   the newest ansible-core release on PyPI, whatever our range says
 #
 # A leg is a venv for one minor (hack/bootstrap.sh X.Y: made from its constraints file, cached until that
-# file or pyproject.toml changes) running the unit tests, the warm executor's equivalence tests and one Foo
-# end-to-end test; a failing leg fails CI. The canary installs the newest ansible-core (and the newest
-# `ansible`) and runs the warm executor's unit and equivalence tests with the version gate open
+# file or pyproject.toml changes) running the unit tests that touch Ansible, the warm executor's
+# equivalence tests, the untrusted-data tests of both executors and one Foo end-to-end test; a failing
+# leg fails CI. The canary installs the newest ansible-core (and the newest `ansible`) and runs the warm executor's unit and equivalence tests with the version gate open
 # (HYBRID_OPERATOR_WARM_UNTESTED_ANSIBLE=1): when a release moves something the warm path borrows, it
 # says so in a banner, but never fails CI (a new upstream release is news, not a regression of ours).
 # Nothing to do for the canary when the default venv already has the newest release.
@@ -18,8 +18,12 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 default_bin=$(hack/bootstrap.sh | tail -n 1)
+# Only what touches Ansible: the rest of the unit suite runs no Ansible and gains nothing from another minor.
 LEG_TESTS=(
-  tests/unit
+  tests/unit/ansible
+  tests/unit/collections
+  tests/unit/project
+  tests/unit/reactor/test_admitting.py
   tests/integration/test_warm_executor.py
   tests/integration/test_untrusted_extravars.py
   tests/integration/test_foo.py::test_foo_creates_an_owned_deployment_and_reports_availability

@@ -53,7 +53,7 @@ eval "$(hack/local-cluster.sh env | grep PATH)"
 step "pytest: unit, integration, cloud"
 markers=(-m "not image")
 if [ -n "${HYBRID_OPERATOR_SKIP_CLOUD:-}" ]; then markers=(-m "not cloud and not image"); fi
-pytest -p no:cacheprovider -ra "${markers[@]}" "$@"
+pytest -p no:cacheprovider -ra --durations=25 "${markers[@]}" "$@"
 
 if [ -n "${HYBRID_OPERATOR_SKIP_IMAGE:-}" ]; then
   step "images: SKIPPED (HYBRID_OPERATOR_SKIP_IMAGE is set)"
