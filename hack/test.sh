@@ -3,6 +3,8 @@
 #   lint and types -> unit tests -> integration tests on a real API server -> the images (built by
 #   hack/build-image.sh, run on the test bed) -> Molecule (default scenario)
 #   -> the other supported ansible-core minors -> the canary (newest ansible-core; never fails CI)
+# promtool and prometheus (the alert rules' tests, a real Prometheus in the integration tests) come from
+# Debian's prometheus package, installed when missing if we are root on Debian (hack/lib/prometheus.sh).
 # Integration tests use $KUBECONFIG when you point it at a cluster of your own; otherwise this script
 # brings up the local test bed (hack/local-cluster.sh, built from source and cached on first use) and
 # stops it again at the end. OpenStack tests use $OS_CLOUD if set, else the local cloud
@@ -24,7 +26,12 @@ step() {
   printf '\n==> %s\n' "$*"
 }
 
-step "lint: ruff, mypy, yamllint, ansible-lint, hadolint, shellcheck, CRDs generated from the roles"
+# shellcheck source=hack/lib/log.sh
+. "$root/hack/lib/log.sh" test
+# shellcheck source=hack/lib/prometheus.sh
+. "$root/hack/lib/prometheus.sh"
+
+step "lint: ruff, mypy, yamllint, ansible-lint, hadolint, shellcheck, CRDs from the roles, alert rules"
 ruff check .
 ruff format --check .
 mypy
@@ -34,6 +41,11 @@ hadolint Containerfile images/base/Containerfile
 # Every shell script in the repository (.shellcheckrc: sourced files are followed).
 shellcheck hack/*.sh hack/lib/*.sh bench/*.sh .ci/run images/base/entrypoint
 hybrid-operator generate crds --check  # deploy/crds/ is what roles/*/meta says (a diff if not)
+# The alerts and recording rules: valid, and each alert fires on its trouble and not on health (the
+# integration test tests/integration/test_prometheus.py runs prometheus from the same package).
+ensure_prometheus
+promtool check rules deploy/prometheus/rules.yaml
+promtool test rules tests/prometheus/rules_test.yaml
 
 started_bed=0
 if [ -z "${KUBECONFIG:-}" ]; then

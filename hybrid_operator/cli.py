@@ -223,7 +223,7 @@ def _run(config: Config) -> int:
     probes = health.Probes()
     servers = [
         health.serve(config.health_address, probes, metrics=False),
-        _serve_metrics(config),
+        _serve_metrics(config, probes),
         _receive_role_metrics(config.user_metrics_address),
     ]
     stopping = threading.Event()
@@ -242,7 +242,7 @@ def _run(config: Config) -> int:
                 server.shutdown()
 
 
-def _serve_metrics(config: Config) -> ThreadingHTTPServer | None:
+def _serve_metrics(config: Config, probes: health.Probes) -> ThreadingHTTPServer | None:
     """/metrics as --metrics-secure and --metrics-require-rbac ask: plain, HTTPS, or HTTPS for allowed callers."""
     tls: ServerTLS | None = None
     if config.metrics_secure:
@@ -251,7 +251,7 @@ def _serve_metrics(config: Config) -> ThreadingHTTPServer | None:
         else:
             tls = ServerTLS()
     gate = gate_for(config.kubeconfig) if config.metrics_require_rbac else None
-    return health.serve(config.metrics_address, None, metrics=True, tls=tls, gate=gate)
+    return health.serve(config.metrics_address, None, metrics=True, tls=tls, gate=gate, scraped=probes.publish)
 
 
 def _receive_role_metrics(address: str) -> ThreadingHTTPServer | None:

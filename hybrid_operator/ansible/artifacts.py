@@ -21,6 +21,7 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
+from hybrid_operator import metrics
 from hybrid_operator.ansible.privatedirs import ensure_private_dir
 
 ROOT_PURPOSE = "runner artifacts dir (--runner-artifacts-dir)"
@@ -46,6 +47,8 @@ class ArtifactStore:
         self._bytes = 0
         self._seq = itertools.count()
         self._index_existing()
+        metrics.ARTIFACT_BUDGET.set(max_bytes)
+        metrics.ARTIFACT_BYTES.set(self._bytes)
 
     @property
     def total_bytes(self) -> int:
@@ -75,6 +78,7 @@ class ArtifactStore:
             for path in over:
                 self._bytes -= self._runs.pop(path, 0)
             doomed += over
+            metrics.ARTIFACT_BYTES.set(self._bytes)
         for path in doomed:
             shutil.rmtree(path, ignore_errors=True)
 

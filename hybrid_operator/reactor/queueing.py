@@ -17,6 +17,9 @@ Semantics (client-go's workqueue, plus what operator-sdk lacks):
   the flooding namespace is never starved either: among namespaces with work it waits at most one turn
   of each of the others. Cluster-scoped objects share the namespace "".
 
+Its gauges (depth, delayed, in flight, the caps, the objects failing and since when) are refreshed on
+every change; the time a key waited once due goes into ``hybrid_operator_queue_wait_seconds``.
+
 Called by the watch handlers (``add``) and the workers (``get`` / ``done``) of ``orchestration``.
 """
 
@@ -59,12 +62,14 @@ class WorkQueue:
         backoff_base: float = 1.0,
         backoff_cap: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.global_limit = global_limit
         self.per_kind_limits = dict(per_kind_limits)
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self._clock = clock
+        self._wall_clock = wall_clock
         self._cond = threading.Condition()
         self._delayed: dict[Key, float] = {}  # key -> due time (the truth; the heap may be stale)
         self._heap: list[tuple[float, int, Key]] = []
@@ -78,7 +83,11 @@ class WorkQueue:
         self._dirty: dict[Key, int] = {}  # added while processing -> priority
         self._running: Counter[str] = Counter()
         self._failures: Counter[Key] = Counter()
+        self._failing_since: dict[Key, float] = {}  # wall-clock time of the first failure in a row
+        self._due_since: dict[Key, float] = {}  # clock time a key in a lane became due
         self._shutdown = False
+        for gvk, limit in self.per_kind_limits.items():
+            metrics.WORKERS.labels(gvk).set(limit)
 
     # -- producers -------------------------------------------------------------------------------------
 
@@ -93,11 +102,11 @@ class WorkQueue:
             if queued is not None:  # already due: at most raise its priority
                 if priority < queued:
                     self._ready[queued].remove(key)
-                    self._ready[priority].push(key)
+                    self._make_ready(priority, key)
                 return
             if delay <= 0:
                 self._delayed.pop(key, None)
-                self._ready[priority].push(key)
+                self._make_ready(priority, key)
             else:
                 due = self._clock() + delay
                 if self._delayed.get(key, float("inf")) <= due:
@@ -110,6 +119,7 @@ class WorkQueue:
         """Requeue after a failure, no sooner than ``at_least`` (a server's Retry-After); returns the delay."""
         with self._cond:
             self._failures[key] += 1
+            self._failing_since.setdefault(key, self._wall_clock())
             delay = float(min(self.backoff_cap, self.backoff_base * 2 ** (self._failures[key] - 1)))
             delay = max(delay, min(at_least, self.backoff_cap))
         metrics.RETRIES.labels(key.gvk).inc()
@@ -119,6 +129,8 @@ class WorkQueue:
     def forget(self, key: Key) -> None:
         with self._cond:
             self._failures.pop(key, None)
+            if self._failing_since.pop(key, None) is not None:
+                self._refresh_gauges()
 
     def failures(self, key: Key) -> int:
         with self._cond:
@@ -131,7 +143,10 @@ class WorkQueue:
             for ready in self._ready:
                 ready.remove(key)
             self._failures.pop(key, None)
+            self._failing_since.pop(key, None)
+            self._due_since.pop(key, None)
             self._dirty.pop(key, None)
+            self._refresh_gauges()
 
     # -- consumers -------------------------------------------------------------------------------------
 
@@ -143,6 +158,8 @@ class WorkQueue:
                 wait = self._promote_due()
                 key = self._pick()
                 if key is not None:
+                    waited = self._clock() - self._due_since.pop(key, self._clock())
+                    metrics.QUEUE_WAIT.labels(key.gvk).observe(max(0.0, waited))
                     self._processing.add(key)
                     self._running[key.gvk] += 1
                     self._refresh_gauges()
@@ -166,9 +183,14 @@ class WorkQueue:
                     if queued is not None:
                         self._ready[queued].remove(key)
                     self._delayed.pop(key, None)
-                    self._ready[priority].push(key)
+                    self._make_ready(priority, key)
             self._refresh_gauges()
             self._cond.notify_all()
+
+    def _make_ready(self, priority: int, key: Key, due: float | None = None) -> None:
+        """Put a key in a lane; its wait is counted from the first time it became due (``due``: now)."""
+        self._ready[priority].push(key)
+        self._due_since.setdefault(key, self._clock() if due is None else due)
 
     def _ready_priority(self, key: Key) -> int | None:
         for priority, ready in enumerate(self._ready):
@@ -189,7 +211,7 @@ class WorkQueue:
             heapq.heappop(self._heap)
             del self._delayed[key]
             if self._ready_priority(key) is None:
-                self._ready[PRIORITY_RESYNC].push(key)
+                self._make_ready(PRIORITY_RESYNC, key, due)
         return None
 
     def _pick(self) -> Key | None:
@@ -230,6 +252,13 @@ class WorkQueue:
             metrics.QUEUE_DEPTH.labels(gvk).set(ready[gvk])
             metrics.QUEUE_DELAYED.labels(gvk).set(delayed[gvk])
             metrics.IN_FLIGHT.labels(gvk).set(self._running[gvk])
+        failing: Counter[str] = Counter(k.gvk for k in self._failing_since)
+        oldest: dict[str, float] = {}
+        for key, since in self._failing_since.items():
+            oldest[key.gvk] = min(since, oldest.get(key.gvk, since))
+        for gvk in set(self.per_kind_limits) | set(failing):
+            metrics.FAILING_OBJECTS.labels(gvk).set(failing[gvk])
+            metrics.FAILING_SINCE.labels(gvk).set(oldest.get(gvk, 0.0))
 
     # -- lifecycle -------------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import threading
 from collections.abc import Callable, Mapping
@@ -46,6 +47,8 @@ from hybrid_operator.settings.watches import Watch
 
 log = logging.getLogger(__name__)
 
+REASON_TIMED_OUT = "RunTimedOut"  # the failure reason a run stopped at --run-timeout counts under
+_LABEL_REASON = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
 OWNER_ENV = "HYBRID_OPERATOR_OWNER"  # tells the hybrid_operator.util plugins which object this run is for
 
 
@@ -70,6 +73,7 @@ class Outcome:
     requeue_after: float | None = None  # None: do not come back unless the object changes
     retry: bool = False  # requeue with backoff
     refused: str = ""  # the reason the object was not run (admitting), if it was not
+    reason: str = ""  # why it did not succeed (the Failure reason written, RunTimedOut, the refusal's)
 
 
 @dataclass(frozen=True)
@@ -191,7 +195,7 @@ class Reconciler:
         )
         self._write_status(ctx, obj, lambda fresh: status_mod.error_status(fresh, exc.message, exc.reason))
         self.recorder.record(obj, "Warning", exc.reason, exc.message)
-        return Outcome(succeeded=False, refused=exc.reason)
+        return Outcome(succeeded=False, refused=exc.reason, reason=exc.reason)
 
     def _request(self, ctx: KindContext, obj: KubeObject, deleting: bool, settings: RunSettings) -> RunRequest:
         watch, meta = ctx.watch, obj.get("metadata") or {}
@@ -239,7 +243,8 @@ class Reconciler:
         watch = ctx.watch
         fresh = self._fresh(ctx, before)
         if fresh is None:
-            return Outcome(succeeded=result.succeeded)  # deleted while we ran: nothing left to report
+            # Deleted while we ran: nothing left to report.
+            return Outcome(succeeded=result.succeeded, reason=_failure_reason(result))
         if deleting and result.succeeded and watch.finalizer is not None:
             self._record_role_events(fresh, result)
             patching.remove_finalizer(self.kube, ctx.resource, fresh, watch.finalizer.name)
@@ -257,7 +262,7 @@ class Reconciler:
         if not result.succeeded:
             reason = status_mod.failure_reason(result)
             self.recorder.record(fresh, "Warning", reason, status_mod.failure_text(result))
-            return Outcome(succeeded=False, retry=True)
+            return Outcome(succeeded=False, retry=True, reason=_failure_reason(result))
         if status_mod.last_failed(before):
             self.recorder.record(fresh, "Normal", "Recovered", "Reconciliation succeeded after earlier failures")
         started_deleting = not deleting and bool((fresh.get("metadata") or {}).get("deletionTimestamp"))
@@ -345,3 +350,17 @@ def _log_run(key: Key, result: RunResult, *, show_output: bool = True) -> None:
     for task in result.failed_tasks if show_output else ():
         if task.output:
             log.warning("failed task %s output:\n%s", task.task, task.output, extra={"fields": fields})
+
+
+def _failure_reason(result: RunResult) -> str:
+    """The reason a failed run counts under in ``hybrid_operator_reconcile_failures_total`` ("" if it succeeded).
+
+    A role may write any reason; a metric label must stay few and short, so one that is not a short
+    CamelCase word counts as Failed.
+    """
+    if result.succeeded:
+        return ""
+    if result.timed_out:
+        return REASON_TIMED_OUT
+    reason = status_mod.failure_reason(result)
+    return reason if _LABEL_REASON.fullmatch(reason) else status_mod.REASON_FAILED

@@ -103,6 +103,8 @@ class Workers:
         finally:
             metrics.RECONCILE_SECONDS.labels(key.gvk).observe(time.monotonic() - started)
         metrics.RECONCILE_RESULTS.labels(key.gvk, "succeeded" if outcome.succeeded else "failed").inc()
+        if not outcome.succeeded:
+            metrics.FAILURES.labels(key.gvk, outcome.reason or "Failed").inc()
         if outcome.retry:
             delay = self.queue.add_rate_limited(key)
             log.info("will retry %s in %.0fs", key, delay)
@@ -116,6 +118,8 @@ class Workers:
     def _after_error(self, key: Key, kind: Kind, exc: Exception) -> None:
         """Act on ``failures.judge``'s verdict for an error that ended a reconcile."""
         verdict = failures.judge(exc)
+        reason = verdict.reason or ("Conflict" if verdict.retry is Retry.NOW else "Error")
+        metrics.FAILURES.labels(key.gvk, reason).inc()
         if verdict.bug:
             log.exception("reconcile of %s crashed, retrying", key)
         if verdict.retry is Retry.NOW:

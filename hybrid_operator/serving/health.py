@@ -4,6 +4,8 @@ Started by ``cli`` before anything else, fed by ``reactor.orchestration`` throug
 holds; /metrics also carries the metrics roles send (``usermetrics``). Unlike upstream's plain pings, the
 probes check something: /readyz is ready only when every watch has synced, the executor can run and this
 replica leads (or could take over); /healthz fails when the workers or the watch loop stop making progress.
+Every scrape of /metrics runs the same checks and publishes each as ``hybrid_operator_ready{check}`` and
+``hybrid_operator_live{check}`` (0/1), so an alert can say which check fails without anyone probing.
 
 With ``--metrics-secure`` the metrics server speaks HTTPS (``tlsserving``) and with
 ``--metrics-require-rbac`` every request on it is first decided by a ``metricsauth.Gate``: 401, 403, 429
@@ -24,7 +26,7 @@ from collections.abc import Callable
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hybrid_operator.httpbounds import BoundedHandler, BoundedServer, Bounds
-from hybrid_operator.metrics import REGISTRY
+from hybrid_operator.metrics import LIVE, READY, REGISTRY
 from hybrid_operator.serving.metricsauth import Gate
 from hybrid_operator.serving.tlsserving import ServerTLS
 from hybrid_operator.serving.usermetrics import USER_METRICS
@@ -47,14 +49,24 @@ class Probes:
     def evaluate(checks: dict[str, Check]) -> tuple[bool, str]:
         lines, healthy = [], True
         for name, check in sorted(checks.items()):
-            try:
-                ok, detail = check()
-            except Exception as exc:  # a broken check is a failed check
-                ok, detail = False, f"check raised {exc!r}"
+            ok, detail = _check(check)
             healthy &= ok
             lines.append(f"[{'+' if ok else '-'}]{name} {'ok' if ok else 'failed'}: {detail}")
         lines.append("healthz check passed" if healthy else "healthz check failed")
         return healthy, "\n".join(lines) + "\n"
+
+    def publish(self) -> None:
+        """Each check's verdict as a 0/1 gauge (``hybrid_operator_ready``, ``hybrid_operator_live``)."""
+        for checks, gauge in ((self.ready, READY), (self.live, LIVE)):
+            for name, check in list(checks.items()):
+                gauge.labels(name).set(1 if _check(check)[0] else 0)
+
+
+def _check(check: Check) -> tuple[bool, str]:
+    try:
+        return check()
+    except Exception as exc:  # a broken check is a failed check
+        return False, f"check raised {exc!r}"
 
 
 def parse_address(address: str) -> tuple[str, int] | None:
@@ -76,12 +88,14 @@ class _Server(BoundedServer):
         tls: ServerTLS | None,
         gate: Gate | None,
         bounds: Bounds,
+        scraped: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(bind, _Handler, bounds, "metrics server" if metrics else "health probes")
         self.probes = probes
         self.metrics = metrics
         self.tls = tls
         self.gate = gate
+        self.scraped = scraped  # called before each /metrics answer (Probes.publish)
 
     def get_request(self) -> tuple[socket.socket, object]:
         sock, addr = self.socket.accept()
@@ -106,6 +120,8 @@ class _Handler(BoundedHandler):
                 )
                 return
         if self.server.metrics and path == "/metrics":
+            if self.server.scraped is not None:
+                self.server.scraped()
             self._send(200, generate_latest(REGISTRY) + USER_METRICS.render(), CONTENT_TYPE_LATEST)
         elif probes is not None and path in ("/healthz", "/livez", "/readyz"):
             checks = probes.ready if path == "/readyz" else probes.live
@@ -135,12 +151,16 @@ def serve(
     tls: ServerTLS | None = None,
     gate: Gate | None = None,
     bounds: Bounds = BOUNDS,
+    scraped: Callable[[], None] | None = None,
 ) -> BoundedServer | None:
-    """Start a server on ``address`` in a thread of its own ('0' or '': none); the caller shuts it down."""
+    """Start a server on ``address`` in a thread of its own ('0' or '': none); the caller shuts it down.
+
+    ``scraped`` is called before each /metrics answer, to bring gauges up to date (``Probes.publish``).
+    """
     bind = parse_address(address)
     if bind is None:
         return None
-    server = _Server(bind, probes, metrics, tls, gate, bounds)
+    server = _Server(bind, probes, metrics, tls, gate, bounds, scraped)
     threading.Thread(target=server.serve_forever, name=f"http-{bind[1]}", daemon=True).start()
     host, port = server.server_address[:2]
     what = "metrics" if metrics else "health probes"

@@ -37,6 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from hybrid_operator import metrics
 from hybrid_operator.ansible import compat, inputdir
 from hybrid_operator.ansible.privatedirs import TempDir, write_private_file
 from hybrid_operator.ansible.results import EventCollector, RunResult
@@ -87,6 +88,7 @@ class WarmExecutor:
         self._closed = False
         self._cold_warned: set[str] = set()
         self.off = ""  # why the warm path switched itself off: every run then goes through ansible-runner
+        metrics.WARM_EXECUTOR.set(1)
         self._decided = threading.Event()  # the first zygote passed its self-test, or the warm path is off
         # Warms up and tests itself in the background: the first reconcile need not pay for all of it.
         threading.Thread(target=self._first_start, name="warm-start", daemon=True).start()
@@ -221,6 +223,7 @@ class WarmExecutor:
                 return
             self.off = why
             zygote, self._zygote = self._zygote, None
+        metrics.WARM_EXECUTOR.set(0)  # HybridOperatorWarmExecutorOff: slower runs, and someone should know why
         log.warning("the warm executor switched itself off; runs go through ansible-runner: %s", why)
         self._decided.set()
         if zygote is not None:
