@@ -267,6 +267,16 @@ class Kube:
     def get(self, res: Resource, namespace: str | None, name: str) -> KubeObject:
         return self.request("GET", res.path(namespace, name))
 
+    def get_or_none(self, res: Resource, namespace: str | None, name: str) -> KubeObject | None:
+        """The object, or None when the API server says NotFound (gone is an answer, not an error);
+        any other ``ApiError`` is raised."""
+        try:
+            return self.get(res, namespace, name)
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
     def apply(self, res: Resource, obj: KubeObject, *, field_manager: str, dry_run: bool = False) -> KubeObject:
         """Server-side apply of a whole object (created if missing); ``dry_run``: validated, defaulted and
         returned as it would be stored, nothing stored."""

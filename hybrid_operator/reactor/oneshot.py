@@ -111,7 +111,7 @@ def reconcile_once(
         config,
         watch,
         resource,
-        lambda namespace, name: applied if check else _get(kube, resource, namespace, name),
+        lambda namespace, name: applied if check else kube.get_or_none(resource, namespace, name),
         reconcile_period=0,
         on_event=on_event,
     )
@@ -136,7 +136,7 @@ def _rehearse(reconciler: Reconciler, key: Key, ctx: KindContext, obj: KubeObjec
 
 def _reconcile(reconciler: Reconciler, key: Key, ctx: KindContext, kube: Kube) -> Once:
     outcome = reconciler.reconcile(key, ctx)
-    current = _get(kube, ctx.resource, key.namespace, key.name) or {}
+    current = kube.get_or_none(ctx.resource, key.namespace, key.name) or {}
     status = current.get("status") or {}
     if outcome.refused:
         return Once(2, status, f"the operator refused the object ({outcome.refused})")
@@ -155,12 +155,3 @@ def _placed(obj: KubeObject, resource: Resource, config: Config) -> KubeObject:
     else:
         meta.pop("namespace", None)
     return {k: v for k, v in {**obj, "metadata": meta}.items() if k != "status"}
-
-
-def _get(kube: Kube, resource: Resource, namespace: str, name: str) -> KubeObject | None:
-    try:
-        return kube.get(resource, namespace or None, name)
-    except ApiError as exc:
-        if exc.not_found:
-            return None
-        raise

@@ -280,12 +280,7 @@ class Reconciler:
 
     def _fresh(self, ctx: KindContext, before: KubeObject) -> KubeObject | None:
         meta = before.get("metadata") or {}
-        try:
-            return self.kube.get(ctx.resource, meta.get("namespace"), meta["name"])
-        except ApiError as exc:
-            if exc.not_found:
-                return None
-            raise
+        return self.kube.get_or_none(ctx.resource, meta.get("namespace"), meta["name"])
 
     def _write_status(
         self, ctx: KindContext, obj: KubeObject, build: Callable[[KubeObject], dict[str, Any]]
