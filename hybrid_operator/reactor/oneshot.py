@@ -28,7 +28,7 @@ from typing import Any
 
 from hybrid_operator.errors import ConfigError
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource, context_namespace
-from hybrid_operator.kube.objects import GVK, key_of
+from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.patching import merge_patch
 from hybrid_operator.reactor.admitting import MAX_DEPTH
 from hybrid_operator.reactor.queueing import Key
@@ -106,7 +106,7 @@ def reconcile_once(
         code = 1 if exc.status in (0, 429, 503, 504) else 2
         return Once(code, message=f"the API server refused the object: {exc}")
     runtime = build_runtime(config, kube, on_child=lambda _child: None, extra_ansible_args="--check" if check else "")
-    key = Key(str(watch.gvk), *key_of(applied))
+    key = Key.of(watch.gvk, applied)
     ctx = kind_context(
         config,
         watch,
