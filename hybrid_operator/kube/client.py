@@ -24,7 +24,7 @@ from kubernetes import config as k8s_config
 
 from hybrid_operator.errors import ConfigError, TemporaryError
 from hybrid_operator.kube import jsondecoding
-from hybrid_operator.kube.objects import GVK
+from hybrid_operator.kube.objects import GVK, name_of, namespace_of
 
 KubeObject = dict[str, Any]
 
@@ -280,9 +280,8 @@ class Kube:
     def apply(self, res: Resource, obj: KubeObject, *, field_manager: str, dry_run: bool = False) -> KubeObject:
         """Server-side apply of a whole object (created if missing); ``dry_run``: validated, defaulted and
         returned as it would be stored, nothing stored."""
-        meta = obj.get("metadata") or {}
         query = {"fieldManager": field_manager, "force": "true", "dryRun": "All" if dry_run else None}
-        path = res.path(meta.get("namespace"), meta.get("name"))
+        path = res.path(namespace_of(obj), name_of(obj))
         return self.request("PATCH", path, query=query, body=obj, content_type="application/apply-patch+yaml")
 
     def merge_patch(
