@@ -122,7 +122,8 @@ def server() -> Iterator[ScriptedServer]:
 
 
 def test_get_or_none_returns_the_object(server: ScriptedServer) -> None:
-    foo = {"apiVersion": "cache.example.com/v1alpha1", "kind": "Foo", "metadata": {"name": "a", "namespace": "ns"}}
+    meta = {"name": "a", "namespace": "ns", "uid": "u-1"}
+    foo: dict[str, object] = {"apiVersion": "cache.example.com/v1alpha1", "kind": "Foo", "metadata": meta}
     server.answers["/apis/cache.example.com/v1alpha1/namespaces/ns/foos/a"] = (200, foo)
     assert server.kube().get_or_none(FOOS, "ns", "a") == foo
 
