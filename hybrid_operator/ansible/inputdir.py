@@ -18,6 +18,7 @@ from typing import Any
 
 from hybrid_operator.ansible.extravars import dump as dump_extravars
 from hybrid_operator.ansible.naming import object_var_name, snake_keys
+from hybrid_operator.kube.objects import name_of, namespace_of
 
 _UNSAFE_KEY = "__ansible_unsafe"
 
@@ -50,14 +51,13 @@ def build_extravars(
     """
     spec = obj.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
-    metadata = obj.get("metadata") or {}
     params: dict[str, Any] = dict(snake_keys(spec) if snake_case else spec)
     obj_key = object_var_name(group, kind)
     params[obj_key] = obj
     params[f"{obj_key}_spec"] = spec
     params["ansible_operator_meta"] = {
-        "name": metadata.get("name"),
-        "namespace": metadata.get("namespace", ""),
+        "name": name_of(obj),
+        "namespace": namespace_of(obj),
     }
     if unsafe:
         params = mark_unsafe(params)

@@ -26,7 +26,8 @@ import threading
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from hybrid_operator.kube.watching import Informer, object_key
+from hybrid_operator.kube.objects import key_of, name_of
+from hybrid_operator.kube.watching import Informer
 
 _GROUP = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _VERSION = re.compile(r"v[0-9]{1,3}([a-z]{1,8}[0-9]{0,3})?")
@@ -139,9 +140,7 @@ def created_name(body: bytes | None) -> str | None:
         obj = json.loads(body) if body else None
     except (ValueError, RecursionError):
         return None
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    name = meta.get("name") if isinstance(meta, dict) else None
-    return name if isinstance(name, str) and name else None
+    return (name_of(obj) or None) if isinstance(obj, dict) else None
 
 
 @dataclass(frozen=True)
@@ -188,8 +187,8 @@ class Caches:
             return Answer(200, json.dumps(obj).encode())
         objects, resource_version = informer.snapshot()
         items = sorted(
-            (o for o in objects if not location.namespace or object_key(o)[0] == location.namespace),
-            key=object_key,
+            (o for o in objects if not location.namespace or key_of(o)[0] == location.namespace),
+            key=key_of,
         )
         gvk = informer.resource.gvk
         listing = {

@@ -24,7 +24,7 @@ from kubernetes import config as k8s_config
 
 from hybrid_operator.errors import ConfigError, TemporaryError
 from hybrid_operator.kube import jsondecoding
-from hybrid_operator.kube.objects import GVK
+from hybrid_operator.kube.objects import GVK, name_of, namespace_of
 
 KubeObject = dict[str, Any]
 
@@ -267,12 +267,21 @@ class Kube:
     def get(self, res: Resource, namespace: str | None, name: str) -> KubeObject:
         return self.request("GET", res.path(namespace, name))
 
+    def get_or_none(self, res: Resource, namespace: str | None, name: str) -> KubeObject | None:
+        """The object, or None when the API server says NotFound (gone is an answer, not an error);
+        any other ``ApiError`` is raised."""
+        try:
+            return self.get(res, namespace, name)
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
     def apply(self, res: Resource, obj: KubeObject, *, field_manager: str, dry_run: bool = False) -> KubeObject:
         """Server-side apply of a whole object (created if missing); ``dry_run``: validated, defaulted and
         returned as it would be stored, nothing stored."""
-        meta = obj.get("metadata") or {}
         query = {"fieldManager": field_manager, "force": "true", "dryRun": "All" if dry_run else None}
-        path = res.path(meta.get("namespace"), meta.get("name"))
+        path = res.path(namespace_of(obj), name_of(obj))
         return self.request("PATCH", path, query=query, body=obj, content_type="application/apply-patch+yaml")
 
     def merge_patch(

@@ -14,6 +14,7 @@ import threading
 from datetime import UTC, datetime
 
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject
+from hybrid_operator.kube.objects import name_of, namespace_of, resource_version_of, uid_of
 
 log = logging.getLogger(__name__)
 COMPONENT = "hybrid-operator"
@@ -30,10 +31,10 @@ class EventRecorder:
         self._lock = threading.Lock()
 
     def record(self, obj: KubeObject, event_type: str, reason: str, message: str) -> None:
-        meta = obj.get("metadata") or {}
-        namespace = meta.get("namespace") or "default"
-        digest = hashlib.sha256(f"{meta.get('uid')}|{event_type}|{reason}|{message}".encode()).hexdigest()[:16]
-        name = f"{meta.get('name')}.{digest}"
+        involved = name_of(obj)
+        namespace = namespace_of(obj) or "default"  # a cluster-scoped object's Events live in "default"
+        digest = hashlib.sha256(f"{uid_of(obj)}|{event_type}|{reason}|{message}".encode()).hexdigest()[:16]
+        name = f"{involved}.{digest}"
         path = f"/api/v1/namespaces/{namespace}/events"
         stamp = _now()
         message = message if len(message) <= 1024 else message[:1021] + "..."
@@ -60,10 +61,10 @@ class EventRecorder:
                 "involvedObject": {
                     "apiVersion": obj.get("apiVersion"),
                     "kind": obj.get("kind"),
-                    "name": meta.get("name"),
-                    "namespace": meta.get("namespace"),
-                    "uid": meta.get("uid"),
-                    "resourceVersion": meta.get("resourceVersion"),
+                    "name": involved,
+                    "namespace": namespace_of(obj) or None,  # null for a cluster-scoped object
+                    "uid": uid_of(obj),
+                    "resourceVersion": resource_version_of(obj),
                 },
                 "type": event_type,
                 "reason": reason,
@@ -90,4 +91,4 @@ class EventRecorder:
                     content_type="application/merge-patch+json",
                 )
         except ApiError as exc:
-            log.warning("could not record event %s on %s/%s: %s", reason, namespace, meta.get("name"), exc)
+            log.warning("could not record event %s on %s/%s: %s", reason, namespace, involved, exc)

@@ -12,29 +12,33 @@ from collections.abc import Mapping
 from typing import Any
 
 from hybrid_operator.kube.client import Kube, KubeObject, Resource
+from hybrid_operator.kube.objects import finalizers_of, name_of, namespace_of, resource_version_of
+
+
+def _precondition(obj: KubeObject) -> str | None:
+    """The resourceVersion the patch was computed from; null (no precondition) for an object without one."""
+    return resource_version_of(obj) or None
 
 
 def patch_status(kube: Kube, res: Resource, obj: KubeObject, status: dict[str, Any]) -> KubeObject:
-    meta = obj.get("metadata") or {}
-    body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": status}
-    return kube.merge_patch(res, meta.get("namespace"), meta["name"], body, sub="status")
+    body = {"metadata": {"resourceVersion": _precondition(obj)}, "status": status}
+    return kube.merge_patch(res, namespace_of(obj), name_of(obj), body, sub="status")
 
 
 def set_finalizers(kube: Kube, res: Resource, obj: KubeObject, finalizers: list[str]) -> KubeObject:
-    meta = obj.get("metadata") or {}
-    body = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "finalizers": finalizers or None}}
-    return kube.merge_patch(res, meta.get("namespace"), meta["name"], body)
+    body = {"metadata": {"resourceVersion": _precondition(obj), "finalizers": finalizers or None}}
+    return kube.merge_patch(res, namespace_of(obj), name_of(obj), body)
 
 
 def add_finalizer(kube: Kube, res: Resource, obj: KubeObject, name: str) -> KubeObject:
-    current = list((obj.get("metadata") or {}).get("finalizers") or [])
+    current = finalizers_of(obj)
     if name in current:
         return obj
     return set_finalizers(kube, res, obj, [*current, name])
 
 
 def remove_finalizer(kube: Kube, res: Resource, obj: KubeObject, name: str) -> KubeObject:
-    current = list((obj.get("metadata") or {}).get("finalizers") or [])
+    current = finalizers_of(obj)
     if name not in current:
         return obj
     return set_finalizers(kube, res, obj, [f for f in current if f != name])

@@ -19,6 +19,7 @@ from typing import Any
 
 from hybrid_operator import metrics
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
+from hybrid_operator.kube.objects import key_of, meta_of, resource_version_of
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +28,6 @@ READ_TIMEOUT = 45  # seconds without a byte before a watch connection is taken f
 STALE_AFTER = 120  # seconds without progress before /readyz says so
 
 EventHandler = Callable[[str, KubeObject | None, KubeObject], None]
-
-
-def object_key(obj: KubeObject) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 class Informer:
@@ -129,7 +125,7 @@ class Informer:
         try:
             self.on_event(event_type, old, new)
         except Exception:
-            namespace, name = object_key(new)
+            namespace, name = key_of(new)
             log.exception(
                 "handling %s %s/%s failed; skipping it",
                 event_type,
@@ -151,13 +147,13 @@ class Informer:
             for item in page.get("items", []):
                 item.setdefault("apiVersion", self.resource.gvk.api_version)
                 item.setdefault("kind", self.resource.gvk.kind)
-                fresh[object_key(item)] = item
-            token = (page.get("metadata") or {}).get("continue") or ""
+                fresh[key_of(item)] = item
+            token = meta_of(page).get("continue") or ""
             if not token:
                 break
         with self._lock:
             old_store, self._store = self._store, fresh
-            self._rv = (page.get("metadata") or {}).get("resourceVersion") or ""
+            self._rv = resource_version_of(page)
         for key, old in old_store.items():
             if key not in fresh:
                 self._emit("DELETED", old, old)
@@ -190,14 +186,14 @@ class Informer:
                 raise ApiError(int(obj.get("code") or 500), str(obj.get("reason") or ""), str(obj.get("message")))
             if event_type == "BOOKMARK":
                 with self._lock:
-                    self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
+                    self._rv = resource_version_of(obj) or self._rv
                 continue
             self._apply(str(event_type), obj)
 
     def _apply(self, event_type: str, obj: KubeObject) -> None:
-        key = object_key(obj)
+        key = key_of(obj)
         with self._lock:  # the store and its resourceVersion change together (``snapshot`` reads both)
-            self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
+            self._rv = resource_version_of(obj) or self._rv
             old = self._store.get(key)
             if event_type == "DELETED":
                 self._store.pop(key, None)

@@ -20,6 +20,7 @@ from typing import Any
 from hybrid_operator.ansible import extravars, naming
 from hybrid_operator.ansible.reserved import Reservations
 from hybrid_operator.errors import InvalidObject, TemporaryError
+from hybrid_operator.kube.objects import meta_of
 from hybrid_operator.reactor.annotations import RunSettings, run_settings
 
 MAX_DEPTH = 100  # nesting levels of the whole object; real resources stay far below 30
@@ -68,9 +69,8 @@ def admit(
     )
     if refused:
         raise InvalidObject(REASON_SPEC, spec_message(refused))
-    meta = obj.get("metadata")
     return run_settings(
-        meta if isinstance(meta, Mapping) else {},
+        meta_of(obj),
         period=defaults.reconcile_period,
         verbosity=defaults.verbosity,
         max_artifacts=defaults.max_artifacts,

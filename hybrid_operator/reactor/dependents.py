@@ -27,7 +27,15 @@ from typing import Any
 
 from hybrid_operator.kube.cachereads import Caches
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject
-from hybrid_operator.kube.objects import GVK
+from hybrid_operator.kube.objects import (
+    GVK,
+    annotations_of,
+    generation_of,
+    is_deleting,
+    meta_of,
+    namespace_of,
+    owner_references_of,
+)
 from hybrid_operator.kube.proxy import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Child
 from hybrid_operator.kube.watching import Informer
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, Key, WorkQueue
@@ -41,17 +49,17 @@ _BOOKKEEPING = ("resourceVersion", "managedFields", "generation", "creationTimes
 def declared(obj: Mapping[str, Any]) -> dict[str, Any]:
     """What a person declared: the object without status and server-side bookkeeping."""
     out = {k: v for k, v in obj.items() if k != "status"}
-    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _BOOKKEEPING}
+    meta = {k: v for k, v in meta_of(obj).items() if k not in _BOOKKEEPING}
     out["metadata"] = meta
     return out
 
 
 def significant_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
-    if new_meta.get("deletionTimestamp") and not old_meta.get("deletionTimestamp"):
+    if is_deleting(new) and not is_deleting(old):
         return True
-    if old_meta.get("generation") is not None and new_meta.get("generation") is not None:
-        return bool(old_meta["generation"] != new_meta["generation"])
+    old_generation, new_generation = generation_of(old), generation_of(new)
+    if old_generation is not None and new_generation is not None:
+        return old_generation != new_generation
     return declared(old) != declared(new)
 
 
@@ -127,22 +135,22 @@ class DependentWatches:
     def owners_of(self, obj: KubeObject, status_readers_only: bool = False) -> list[Key]:
         """The owners to reconcile for a change of ``obj``; with ``status_readers_only``, only those whose
         watch has ``watchDependentStatusChanges``."""
-        meta = obj.get("metadata") or {}
+        namespace = namespace_of(obj)  # an owner reference names an object of the child's own namespace
         keys = []
-        for ref in meta.get("ownerReferences") or []:
+        for ref in owner_references_of(obj):
             # Any owner reference of a watched kind, controller or not, as upstream's EnqueueRequestForOwner:
             # children made by operator-sdk (which sets no controller flag) keep their owners.
-            watch = self._by_owner_kind.get((ref.get("apiVersion"), ref.get("kind")))
+            watch = self._by_owner_kind.get((ref.get("apiVersion", ""), ref.get("kind", "")))
             if watch is not None and self._wakes(watch, status_readers_only):
-                keys.append(Key(str(watch.gvk), str(meta.get("namespace") or ""), str(ref.get("name"))))
-        annotations = meta.get("annotations") or {}
+                keys.append(Key(str(watch.gvk), namespace, str(ref.get("name"))))
+        annotations = annotations_of(obj)
         primary, primary_type = annotations.get(PRIMARY_RESOURCE), annotations.get(PRIMARY_RESOURCE_TYPE)
         if primary and primary_type:
-            kind, _, group = str(primary_type).partition(".")
+            kind, _, group = primary_type.partition(".")
             watch = self._by_kind_group.get((kind, group))
-            namespace, _, name = str(primary).rpartition("/")
+            primary_namespace, _, name = primary.rpartition("/")
             if watch is not None and self._wakes(watch, status_readers_only) and name:
-                keys.append(Key(str(watch.gvk), namespace, name))
+                keys.append(Key(str(watch.gvk), primary_namespace, name))
         return keys
 
     @staticmethod

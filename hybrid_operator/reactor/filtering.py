@@ -9,6 +9,7 @@ object. Objects that an earlier run already converged go behind new work.
 from __future__ import annotations
 
 from hybrid_operator.kube.client import KubeObject
+from hybrid_operator.kube.objects import generation_of, is_deleting, meta_of
 from hybrid_operator.reactor.annotations import operator_annotations
 from hybrid_operator.reactor.dependents import declared
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC
@@ -21,15 +22,16 @@ def wants_reconcile(watch: Watch, event_type: str, old: KubeObject | None, new: 
         return False
     if old is None or event_type == "ADDED":
         return True
-    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
-    if old_meta.get("generation") != new_meta.get("generation"):
+    if generation_of(old) != generation_of(new):
         return True
-    if new_meta.get("generation") is None and declared(old) != declared(new):
+    if generation_of(new) is None and declared(old) != declared(new):
         return True  # a kind without generations (a Secret's data): any declared change, as upstream reacts
-    if new_meta.get("deletionTimestamp") and not old_meta.get("deletionTimestamp"):
+    if is_deleting(new) and not is_deleting(old):
         return True
+    old_meta, new_meta = meta_of(old), meta_of(new)
     if operator_annotations(old_meta) != operator_annotations(new_meta):
         return True  # a new reconcile period, verbosity or artifact count (or the fix of a bad one)
+    # The annotations as sent, not annotations_of's strings: a change from none to {} still counts.
     return watch.watch_annotations_changes and old_meta.get("annotations") != new_meta.get("annotations")
 
 
@@ -40,6 +42,6 @@ def event_priority(event_type: str, obj: KubeObject) -> int:
         return PRIORITY_CHANGE
     status = obj.get("status")
     observed = status.get("observedGeneration") if isinstance(status, dict) else None
-    generation = (obj.get("metadata") or {}).get("generation")
+    generation = generation_of(obj)
     converged = observed is not None and observed == generation
     return PRIORITY_RESYNC if converged else PRIORITY_CHANGE

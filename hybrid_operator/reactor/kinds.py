@@ -18,7 +18,7 @@ from hybrid_operator import eventlog
 from hybrid_operator.errors import OperatorError
 from hybrid_operator.kube.cachereads import Caches
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
-from hybrid_operator.kube.objects import key_of, uid_of
+from hybrid_operator.kube.objects import uid_of
 from hybrid_operator.kube.watching import Informer
 from hybrid_operator.reactor.filtering import event_priority, wants_reconcile
 from hybrid_operator.reactor.queueing import Key, WorkQueue
@@ -139,7 +139,7 @@ class Kinds:
 
     def _handler(self, watch: Watch, gvk: str) -> Callable[[str, KubeObject | None, KubeObject], None]:
         def handle(event_type: str, old: KubeObject | None, new: KubeObject) -> None:
-            key = Key(gvk, *key_of(new))
+            key = Key.of(gvk, new)
             if event_type == "DELETED":
                 self.queue.discard(key)
             elif not self.owns(uid_of(new)):

@@ -28,7 +28,7 @@ from typing import Any
 
 from hybrid_operator.errors import ConfigError
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource, context_namespace
-from hybrid_operator.kube.objects import GVK, key_of
+from hybrid_operator.kube.objects import GVK, conditions_of, meta_of, name_of
 from hybrid_operator.kube.patching import merge_patch
 from hybrid_operator.reactor.admitting import MAX_DEPTH
 from hybrid_operator.reactor.queueing import Key
@@ -63,8 +63,7 @@ def load_object(path: Path) -> KubeObject:
     for name in ("apiVersion", "kind"):
         if not isinstance(obj.get(name), str) or not obj[name]:
             raise ConfigError(f"{path}: field '{name}' is required, a string")
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+    if not name_of(obj):
         raise ConfigError(f"{path}: field 'metadata.name' is required, a string")
     try:
         json.dumps(obj, allow_nan=False)
@@ -106,12 +105,12 @@ def reconcile_once(
         code = 1 if exc.status in (0, 429, 503, 504) else 2
         return Once(code, message=f"the API server refused the object: {exc}")
     runtime = build_runtime(config, kube, on_child=lambda _child: None, extra_ansible_args="--check" if check else "")
-    key = Key(str(watch.gvk), *key_of(applied))
+    key = Key.of(watch.gvk, applied)
     ctx = kind_context(
         config,
         watch,
         resource,
-        lambda namespace, name: applied if check else _get(kube, resource, namespace, name),
+        lambda namespace, name: applied if check else kube.get_or_none(resource, namespace, name),
         reconcile_period=0,
         on_event=on_event,
     )
@@ -136,12 +135,12 @@ def _rehearse(reconciler: Reconciler, key: Key, ctx: KindContext, obj: KubeObjec
 
 def _reconcile(reconciler: Reconciler, key: Key, ctx: KindContext, kube: Kube) -> Once:
     outcome = reconciler.reconcile(key, ctx)
-    current = _get(kube, ctx.resource, key.namespace, key.name) or {}
+    current = kube.get_or_none(ctx.resource, key.namespace, key.name) or {}
     status = current.get("status") or {}
     if outcome.refused:
         return Once(2, status, f"the operator refused the object ({outcome.refused})")
     if not outcome.succeeded:
-        failures = [c for c in status.get("conditions") or [] if c.get("type") == "Failure"]
+        failures = [c for c in conditions_of(current) if c.get("type") == "Failure"]
         return Once(1, status, str(failures[0].get("message", "")) if failures else "the run failed")
     after = outcome.requeue_after
     return Once(0, status, f"the role asked to be run again after {after:g}s" if after else "")
@@ -149,18 +148,9 @@ def _reconcile(reconciler: Reconciler, key: Key, ctx: KindContext, kube: Kube) -
 
 def _placed(obj: KubeObject, resource: Resource, config: Config) -> KubeObject:
     """The object with its namespace (the kubeconfig context's, as kubectl picks it) and without status."""
-    meta = dict(obj.get("metadata") or {})
+    meta = dict(meta_of(obj))
     if resource.namespaced:
         meta["namespace"] = meta.get("namespace") or context_namespace(config.kubeconfig)
     else:
         meta.pop("namespace", None)
     return {k: v for k, v in {**obj, "metadata": meta}.items() if k != "status"}
-
-
-def _get(kube: Kube, resource: Resource, namespace: str, name: str) -> KubeObject | None:
-    try:
-        return kube.get(resource, namespace or None, name)
-    except ApiError as exc:
-        if exc.not_found:
-            return None
-        raise

@@ -33,8 +33,10 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from hybrid_operator import metrics
+from hybrid_operator.kube.objects import GVK, key_of
 
 PRIORITY_CHANGE = 0  # a watch saw the object change
 PRIORITY_RESYNC = 1  # periodic reconcile, requeue_after, retry
@@ -48,6 +50,11 @@ class Key:
     gvk: str  # str(GVK)
     namespace: str
     name: str
+
+    @classmethod
+    def of(cls, gvk: GVK | str, obj: Mapping[str, Any]) -> Key:
+        """The key of ``obj``, an object of kind ``gvk``: its namespace and name as ``key_of`` reads them."""
+        return cls(str(gvk), *key_of(obj))
 
     def __str__(self) -> str:
         return f"{self.gvk} {self.namespace}/{self.name}" if self.namespace else f"{self.gvk} {self.name}"

@@ -38,6 +38,15 @@ from hybrid_operator.errors import InvalidObject, OperatorError, TemporaryError
 from hybrid_operator.kube import patching
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 from hybrid_operator.kube.events import EventRecorder
+from hybrid_operator.kube.objects import (
+    finalizers_of,
+    generation_of,
+    is_deleting,
+    name_of,
+    namespace_of,
+    resource_version_of,
+    uid_of,
+)
 from hybrid_operator.kube.proxy import ApiProxy, Owner
 from hybrid_operator.reactor import admitting
 from hybrid_operator.reactor import status as status_mod
@@ -112,13 +121,12 @@ class Reconciler:
             settings = self._admit(ctx, obj)
         except InvalidObject as exc:
             return self._refuse(key, ctx, obj, exc)
-        meta = obj.get("metadata") or {}
-        deleting = bool(meta.get("deletionTimestamp"))
+        deleting = is_deleting(obj)
         finalizer = watch.finalizer
         if finalizer is None and deleting:
             return Outcome(succeeded=True)
         if finalizer is not None:
-            present = finalizer.name in (meta.get("finalizers") or [])
+            present = finalizer.name in finalizers_of(obj)
             if deleting and not present:
                 return Outcome(succeeded=True)
             if not deleting and not present:
@@ -140,11 +148,11 @@ class Reconciler:
             settings = self._admit(ctx, obj)
         except InvalidObject as exc:
             return Rehearsal(None, status_mod.error_status(obj, exc.message, exc.reason), exc.reason)
-        deleting = bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+        deleting = is_deleting(obj)
         request = self._request(ctx, obj, deleting, settings)
         with logs.bind(run_id=request.run_id):
             result = self._run(key, request, show_output=ctx.log_failed_output)
-        generation = (obj.get("metadata") or {}).get("generation")
+        generation = generation_of(obj)
         patch = status_mod.final_status(obj, result, manage_status=ctx.watch.manage_status, generation=generation)
         return Rehearsal(result, patch)
 
@@ -198,7 +206,7 @@ class Reconciler:
         return Outcome(succeeded=False, refused=exc.reason, reason=exc.reason)
 
     def _request(self, ctx: KindContext, obj: KubeObject, deleting: bool, settings: RunSettings) -> RunRequest:
-        watch, meta = ctx.watch, obj.get("metadata") or {}
+        watch = ctx.watch
         target = watch.target
         finalizer_vars: Mapping[str, Any] | None = None
         if deleting and watch.finalizer is not None:
@@ -207,9 +215,9 @@ class Reconciler:
         owner = {
             "api_version": str(obj.get("apiVersion") or watch.gvk.api_version),
             "kind": str(obj.get("kind") or watch.gvk.kind),
-            "name": str(meta.get("name")),
-            "namespace": str(meta.get("namespace") or ""),
-            "uid": str(meta.get("uid")),
+            "name": name_of(obj),
+            "namespace": namespace_of(obj),
+            "uid": uid_of(obj),
         }
         run_id = secrets.token_hex(6)
         env = {OWNER_ENV: json.dumps({**owner, "apiVersion": owner["api_version"]})}
@@ -249,7 +257,7 @@ class Reconciler:
             self._record_role_events(fresh, result)
             patching.remove_finalizer(self.kube, ctx.resource, fresh, watch.finalizer.name)
             return Outcome(succeeded=True)
-        seen = (before.get("metadata") or {}).get("generation")
+        seen = generation_of(before)
 
         def final(cur: KubeObject) -> dict[str, Any]:
             return status_mod.final_status(cur, result, manage_status=watch.manage_status, generation=seen)
@@ -265,7 +273,7 @@ class Reconciler:
             return Outcome(succeeded=False, retry=True, reason=_failure_reason(result))
         if status_mod.last_failed(before):
             self.recorder.record(fresh, "Normal", "Recovered", "Reconciliation succeeded after earlier failures")
-        started_deleting = not deleting and bool((fresh.get("metadata") or {}).get("deletionTimestamp"))
+        started_deleting = not deleting and is_deleting(fresh)
         if started_deleting and watch.finalizer is not None:
             return Outcome(succeeded=True, requeue_after=0)  # deleted during the run: run the finalizer now
         after = [v for v in (result.requeue_after, period or None) if v is not None]
@@ -284,13 +292,7 @@ class Reconciler:
         return cached
 
     def _fresh(self, ctx: KindContext, before: KubeObject) -> KubeObject | None:
-        meta = before.get("metadata") or {}
-        try:
-            return self.kube.get(ctx.resource, meta.get("namespace"), meta["name"])
-        except ApiError as exc:
-            if exc.not_found:
-                return None
-            raise
+        return self.kube.get_or_none(ctx.resource, namespace_of(before), name_of(before))
 
     def _write_status(
         self, ctx: KindContext, obj: KubeObject, build: Callable[[KubeObject], dict[str, Any]]
@@ -321,12 +323,12 @@ class Reconciler:
 
 def _resource_version(obj: KubeObject) -> int:
     """resourceVersions are opaque, but etcd's are increasing integers; anything else compares as 0."""
-    raw = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    raw = resource_version_of(obj)
     return int(raw) if raw.isdigit() else 0
 
 
 def _new_generation(obj: Mapping[str, Any]) -> bool:
-    generation = (obj.get("metadata") or {}).get("generation")
+    generation = generation_of(obj)
     observed = (obj.get("status") or {}).get("observedGeneration") if isinstance(obj.get("status"), dict) else None
     return generation is None or generation != observed
 

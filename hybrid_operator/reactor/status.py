@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hybrid_operator.ansible.results import RunResult
+from hybrid_operator.kube.objects import conditions_of, generation_of
 
 RUNNING, SUCCESSFUL, FAILURE = "Running", "Successful", "Failure"
 REASON_RUNNING, REASON_SUCCESSFUL, REASON_FAILED = "Running", "Successful", "Failed"
@@ -31,9 +32,7 @@ def now() -> str:
 
 
 def _conditions(obj: Mapping[str, Any]) -> list[Condition]:
-    status = obj.get("status")
-    raw = status.get("conditions") if isinstance(status, Mapping) else None
-    return [dict(c) for c in raw or [] if isinstance(c, Mapping) and c.get("type")]
+    return [dict(c) for c in conditions_of(obj) if c.get("type")]
 
 
 def set_condition(conditions: Sequence[Condition], new: Condition, stamp: str) -> list[Condition]:
@@ -59,7 +58,7 @@ def _condition(ctype: str, status: str, reason: str, message: str, generation: A
 def running_status(obj: Mapping[str, Any]) -> dict[str, Any]:
     """Status patch at the start of a run on a new generation: Running=True, Successful=False."""
     stamp = now()
-    generation = (obj.get("metadata") or {}).get("generation")
+    generation = generation_of(obj)
     conditions = _conditions(obj)
     successful = next((c for c in conditions if c["type"] == SUCCESSFUL), None)
     if successful is not None:
@@ -88,7 +87,7 @@ def final_status(
     """
     stamp = now()
     if generation is None:
-        generation = (obj.get("metadata") or {}).get("generation")
+        generation = generation_of(obj)
     patch: dict[str, Any] = dict(result.status)
     conditions = _conditions(obj)
     role_types = {c["type"] for c in result.conditions}
@@ -147,7 +146,7 @@ def failure_text(result: RunResult) -> str:
 def error_status(obj: Mapping[str, Any], message: str, reason: str = REASON_FAILED) -> dict[str, Any]:
     """Failure=True for problems found before any run (a reserved spec key, an annotation out of bounds)."""
     stamp = now()
-    generation = (obj.get("metadata") or {}).get("generation")
+    generation = generation_of(obj)
     conditions = _conditions(obj)
     for cond in (
         _condition(FAILURE, "True", reason, message, generation),

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 
 from hybrid_operator import metrics
-from hybrid_operator.kube.objects import key_of, uid_of
+from hybrid_operator.kube.objects import uid_of
 from hybrid_operator.reactor.kinds import Kinds
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
 from hybrid_operator.reactor.sharding import rules
@@ -31,7 +31,7 @@ class RingCallbacks:
         for gvk, obj in self.kinds.objects():
             uid = uid_of(obj)
             if uid and rules.owner(uid, view) == member:
-                owned[Key(gvk, *key_of(obj))] = uid
+                owned[Key.of(gvk, obj)] = uid
         return owned
 
     def on_view(self, old: Members, new: Members) -> None:

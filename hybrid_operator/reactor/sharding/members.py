@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hybrid_operator.kube.client import ApiError, Kube
+from hybrid_operator.kube.objects import meta_of, resource_version_of
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def _record(item: Any, default_duration: float) -> Record | None:
     """A Lease from a list turned into a ``Record``; None for one with no usable holder."""
     if not isinstance(item, dict):
         return None
-    meta = _mapping(item.get("metadata"))
+    meta = meta_of(item)
     spec = _mapping(item.get("spec"))
     holder = spec.get("holderIdentity")
     name = meta.get("name")
@@ -109,7 +110,7 @@ class MemberLeases:
                 self._current = self.kube.request("POST", self._collection, body=self._body(now, ack))
                 return
         lease = self._body(now, ack)
-        lease["metadata"]["resourceVersion"] = (self._current.get("metadata") or {}).get("resourceVersion")
+        lease["metadata"]["resourceVersion"] = resource_version_of(self._current) or None
         try:
             self._current = self.kube.request("PUT", self._path, body=lease)
         except ApiError as exc:

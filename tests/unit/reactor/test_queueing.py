@@ -1,4 +1,5 @@
-"""The work queue on a fake clock: dedupe, one worker per key, delays, caps, priorities, backoff, shutdown."""
+"""The work queue on a fake clock: dedupe, one worker per key, delays, caps, priorities, backoff, shutdown;
+and ``Key.of``, the one way from an object to its key."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import threading
 
 import pytest
 
+from hybrid_operator.kube.objects import GVK
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
 
 pytestmark = pytest.mark.timeout(30)
@@ -28,6 +30,18 @@ class FakeClock:
 
 def key(name: str, gvk: str = FOO) -> Key:
     return Key(gvk, "default", name)
+
+
+def test_key_of_an_object_is_its_kind_namespace_and_name() -> None:
+    obj = {"metadata": {"name": "a", "namespace": "ns", "uid": "u"}}
+    assert Key.of(GVK("example.com", "v1", "Foo"), obj) == Key(FOO, "ns", "a")
+    assert Key.of(FOO, obj) == Key(FOO, "ns", "a")  # a kind already written as a key's gvk
+
+
+def test_key_of_a_cluster_scoped_or_malformed_object() -> None:
+    assert Key.of(FOO, {"metadata": {"name": "a"}}) == Key(FOO, "", "a")
+    assert Key.of(FOO, {}) == Key(FOO, "", "")
+    assert Key.of(FOO, {"metadata": {"name": 5, "namespace": None}}) == Key(FOO, "", "")
 
 
 @pytest.fixture

@@ -71,6 +71,15 @@ class FakeKube:
         except KeyError:
             raise ApiError(404, "Not Found") from None
 
+    def get_or_none(self, res: Resource, namespace: str | None, name: str) -> KubeObject | None:
+        """``Kube.get_or_none``: NotFound is None, anything else is raised."""
+        try:
+            return self.get(res, namespace, name)
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
     def merge_patch(
         self, res: Resource, namespace: str | None, name: str, patch: Any, sub: str | None = None
     ) -> KubeObject:
@@ -400,7 +409,7 @@ def test_a_failed_run_writes_failure_warns_and_retries(world: World) -> None:
     world.kube.put(cr(generation=2))
     world.executor.results = [failed()]
     outcome = world.reconcile(period=60.0)
-    assert outcome == Outcome(succeeded=False, retry=True)
+    assert outcome == Outcome(succeeded=False, retry=True, reason="Failed")
     failure = conditions(world.kube.stored())["Failure"]
     assert (failure["status"], failure["reason"]) == ("True", "Failed")
     assert failure["message"] == "memcached : Create: quota exceeded"
@@ -430,7 +439,7 @@ def test_an_object_deleted_during_the_run_gets_no_status(world: World) -> None:
     world.kube.put(cr())
     world.executor.during = lambda: world.kube.delete("ns", "mc")
     world.executor.results = [failed()]
-    assert world.reconcile() == Outcome(succeeded=False)
+    assert world.reconcile() == Outcome(succeeded=False, reason="Failed")
     assert world.recorder.events == []
 
 
@@ -489,7 +498,7 @@ def test_a_failed_finalizer_run_keeps_the_finalizer_and_retries(world: World) ->
     deleting_with_finalizer(world)
     world.executor.results = [failed()]
     outcome = world.reconcile(watch(finalizer=Finalizer(FINALIZER, None)))
-    assert outcome == Outcome(succeeded=False, retry=True)
+    assert outcome == Outcome(succeeded=False, retry=True, reason="Failed")
     assert FINALIZER in world.kube.stored()["metadata"]["finalizers"]
     assert ("Warning", "Failed", "memcached : Create: quota exceeded") in world.recorder.events
 
