@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import threading
@@ -282,24 +283,53 @@ def _scrub_command_artifact(path: Path) -> None:
 
 
 _ERROR_MARKS = ("[ERROR]", "ERROR!")
+# argparse's last word on a command line it refuses: "<prog>: error: <message>"
+_USAGE_ERROR = re.compile(r"^[\w.\-]+: error: \S")
 _MAX_ERROR = 1000  # characters of Ansible's own error text kept for the status and the Event
 
 
 def load_error(path: Path, tail: int = 5) -> str:
-    """Why a run failed before any task: Ansible's own error paragraph (``[ERROR]: ...`` and its
-    ``Origin:`` line), else the last lines of its output; bounded for the status and the Event."""
+    """Why a run failed before any task, bounded for the status and the Event.
+
+    Ansible's own error paragraph (``[ERROR]: ...`` or ``ERROR! ...`` and its ``Origin:`` line); else the
+    command line parser's ``ansible-playbook: error: ...`` line (a bad ``--ansible-args``), which argparse
+    prints after a usage text and ansible-core then follows with the whole help; else the last lines of the
+    output that are not such a usage or help text.
+    """
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     except OSError:
         return "the Ansible run failed before it started"
     start = next((i for i, line in enumerate(lines) if line.lstrip().startswith(_ERROR_MARKS)), None)
-    if start is None:
-        picked = [line.strip() for line in lines[-tail:] if line.strip()]
-    else:
+    usage = next((line.strip() for line in lines if _USAGE_ERROR.match(line)), None)
+    if start is not None:
         picked = []
         for line in lines[start:]:
             if not line.strip():
                 break  # the paragraph ends; what follows is the code excerpt
             picked.append(line.strip())
+    elif usage is not None:
+        picked = [usage]
+    else:
+        picked = [line.strip() for line in _without_help(lines)[-tail:] if line.strip()]
     text = " | ".join(picked) or "the Ansible run failed"
     return text if len(text) <= _MAX_ERROR else text[: _MAX_ERROR - 3] + "..."
+
+
+def _without_help(lines: list[str]) -> list[str]:
+    """The lines of an output without argparse's usage and help texts, which say nothing about the failure:
+    from a ``usage:`` line up to the next line that is neither indented, blank, nor a help section."""
+    kept: list[str] = []
+    in_help = False
+    for line in lines:
+        if line.startswith("usage: "):
+            in_help = True
+        elif in_help and line.strip() and not line.startswith(" ") and not _HELP_LINE.match(line):
+            in_help = False
+        if not in_help:
+            kept.append(line)
+    return kept
+
+
+# Unindented lines of a help text: a description sentence, "options:", "Connection Options:"...
+_HELP_LINE = re.compile(r"^(?:[A-Z][^:]*\.$|[\w ]+:$|[a-z][\w ]+ arguments:$)")

@@ -38,6 +38,20 @@ def _period(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def ansible_args(text: str) -> str:
+    """``--ansible-args`` as operator-sdk reads it: one pair of surrounding single quotes removed.
+
+    operator-sdk's scaffold and docs write ``--ansible-args='--vault-password-file /opt/ansible/pwd.yml'``
+    in a Deployment's ``args``, where no shell removes the quotes, so they reach the operator; upstream
+    drops the first and last character when the value starts with ``'`` and ends with the same. Kept, the
+    quotes made ansible-runner's ``shlex.split`` pass the whole value as one unknown argument. Only the one
+    pair goes: quoting inside the value is still ansible-runner's to split.
+    """
+    if len(text) >= 2 and text.startswith("'") and text.endswith("'"):
+        return text[1:-1]
+    return text
+
+
 def _log_level(text: str) -> str:
     try:
         return eventlog.parse_level(text)
@@ -144,7 +158,13 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         help="reconciles of all kinds at once (default: the per-kind value); operator-sdk has no such cap",
     )
     a("--ansible-verbosity", type=int, default=2, help="ansible-playbook verbosity, 0-7")
-    a("--ansible-args", default="", help="extra arguments for ansible-playbook")
+    a(
+        "--ansible-args",
+        type=ansible_args,
+        default="",
+        help="extra arguments for ansible-playbook; one pair of surrounding single quotes is removed, as "
+        "operator-sdk does",
+    )
     a("--ansible-roles-path", default="", help="colon-separated roles paths, searched before ./roles")
     a("--ansible-collections-path", default="", help="colon-separated collections paths")
     a(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import tempfile
 from pathlib import Path
 
@@ -168,6 +169,30 @@ def test_an_upstream_scaffold_deployment_parses() -> None:
     assert cfg.metrics_address == ":8443"
     assert cfg.leader_election_id == "memcached-molecule-operator"
     assert cfg.health_address == ":6789"
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        # operator-sdk's manifests quote the value inside the argument: no shell removes those quotes
+        ("'--vault-password-file /opt/ansible/pwd.yml'", "--vault-password-file /opt/ansible/pwd.yml"),
+        ("--vault-password-file /opt/ansible/pwd.yml", "--vault-password-file /opt/ansible/pwd.yml"),
+        ("''--check''", "'--check'"),  # one pair only, as upstream
+        ("'-e x=1' '-e y=2'", "-e x=1' '-e y=2"),  # first and last character, whatever lies between
+        ("'--check", "'--check"),
+        ("'", "'"),
+        ('"--check"', '"--check"'),  # double quotes are ansible-runner's shlex to read
+        ("", ""),
+    ],
+)
+def test_ansible_args_lose_one_pair_of_surrounding_single_quotes(raw: str, parsed: str) -> None:
+    assert config(f"--ansible-args={raw}").ansible_args == parsed
+
+
+def test_quoted_ansible_args_split_into_ansible_playbook_arguments() -> None:
+    cfg = config("--ansible-args='--vault-password-file /opt/ansible/pwd.yml'")
+    split = shlex.split(cfg.ansible_args)  # what ansible-runner does with its cmdline
+    assert split == ["--vault-password-file", "/opt/ansible/pwd.yml"]
 
 
 @pytest.mark.parametrize(
