@@ -102,6 +102,7 @@ class ExecutorSettings:
     roles_paths: tuple[Path, ...] = ()
     collections_paths: tuple[Path, ...] = ()
     module_server: bool = True  # run modules in forks of a warm process (modserver) instead of new interpreters
+    inventory: Path | None = None  # ANSIBLE_INVENTORY (a file or a directory); None: localhost, our Python
 
 
 def ansible_environment(settings: ExecutorSettings) -> dict[str, str]:
@@ -186,6 +187,11 @@ class RunSetup:
                 self._wrappers[request.role] = path
         return path
 
+    def write_input(self, run_dir: Path, request: RunRequest) -> None:
+        """Write a run's private data dir: its extra vars, and the project's inventory (``ANSIBLE_INVENTORY``)
+        or the generated ``localhost`` one. Raises OSError when the inventory cannot be copied."""
+        inputdir.write_private_dir(run_dir, request.extravars(), self.python, self.settings.inventory)
+
     def runner_options(self, request: RunRequest, run_dir: Path) -> dict[str, Any]:
         """The ``ansible_runner.run`` keyword arguments of one run (its private data dir already written).
 
@@ -233,13 +239,17 @@ def runner_ready(setup: RunSetup) -> tuple[bool, str]:
     return True, "ok"
 
 
-def run_with_runner(setup: RunSetup, request: RunRequest, run_dir: Path | None = None) -> RunResult:
-    """One run through ``ansible_runner.run``: Ansible's normal path (``run_dir``: one already made for it)."""
+def run_with_runner(
+    setup: RunSetup, request: RunRequest, run_dir: Path | None = None, *, input_written: bool = False
+) -> RunResult:
+    """One run through ``ansible_runner.run``: Ansible's normal path (``run_dir``: one already made for it,
+    ``input_written``: with its input already in it)."""
     started = time.monotonic()
     run_dir = setup.new_run_dir(request) if run_dir is None else run_dir
     collector = EventCollector(request.run_id, request.on_event)
     try:
-        inputdir.write_private_dir(run_dir, request.extravars(), setup.python)
+        if not input_written:
+            setup.write_input(run_dir, request)
         runner = ansible_runner.run(**setup.runner_options(request, run_dir), event_handler=_collect_into(collector))
         result = finished_result(collector, runner.rc, runner.status, run_dir / "artifacts" / request.run_id)
     except Exception as exc:  # an executor bug or a broken install must not kill the worker

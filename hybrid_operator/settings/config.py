@@ -52,6 +52,25 @@ def ansible_args(text: str) -> str:
     return text
 
 
+def _inventory(env: Mapping[str, str]) -> Path | None:
+    """``ANSIBLE_INVENTORY`` of the operator's own environment, as operator-sdk reads it: one file or directory
+    that replaces the generated ``localhost`` inventory of every run (copied in per run, so an edit counts).
+
+    Upstream finds a missing path at each run and fails it; here the operator refuses to start, naming it.
+    Never anything from a resource: a spec key cannot name an inventory (``ansible_*`` keys are refused).
+    """
+    raw = env.get("ANSIBLE_INVENTORY", "")
+    if not raw:
+        return None
+    path = Path(raw)
+    if not (path.is_file() or path.is_dir()):
+        raise ConfigError(
+            f"ANSIBLE_INVENTORY={raw} is neither a file nor a directory; operator-sdk reads it as one inventory "
+            "path (no comma lists) and copies it into each run"
+        )
+    return path
+
+
 def _log_level(text: str) -> str:
     try:
         return eventlog.parse_level(text)
@@ -318,6 +337,7 @@ class Config:
     kubeconfig: str | None
     namespaces: tuple[str, ...]  # empty: all namespaces
     proxy_cache_reads: bool = False
+    inventory: Path | None = None  # ANSIBLE_INVENTORY: copied into every run's input dir instead of localhost
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Config:
@@ -370,6 +390,7 @@ class Config:
             graceful_shutdown_timeout=args.graceful_shutdown_timeout,
             kubeconfig=args.kubeconfig,
             namespaces=namespaces,
+            inventory=_inventory(env),
         )
 
     def per_kind(self, prefix: str, gvk: GVK, default: int, env: Mapping[str, str] | None = None) -> int:

@@ -67,3 +67,21 @@ def test_reviews_pass_untouched_and_a_cluster_scoped_child_gets_annotations(
         lambda: rbac.read_cluster_role(name).rules[0].resources == ["configmaps"], 60, "the ClusterRole restored"
     )
     assert "422" not in op.log()
+
+
+@pytest.mark.parametrize("executor", ["warm", "runner"])
+def test_a_play_for_a_group_of_the_projects_inventory(
+    operator: Callable[..., OperatorProcess], objects: Objects, executor: str
+) -> None:
+    """ANSIBLE_INVENTORY names a directory (hosts and group_vars): every run gets it instead of localhost."""
+    op = operator(
+        PROJECT / "watches-inventory.yaml",
+        "--executor",
+        executor,
+        env={"ANSIBLE_INVENTORY": str(PROJECT / "inventory")},
+    )
+    objects.create(GROUP, VERSION, PLURAL, open_obj("grouped"))
+    successful(objects, "grouped", op)
+    data = objects.core.read_namespaced_config_map("grouped-inventory", objects.namespace).data
+    assert data == {"host": "operator-host", "greeting": "from the inventory's group_vars"}
+    assert "switched itself off" not in op.log()

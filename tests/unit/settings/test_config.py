@@ -276,3 +276,17 @@ def test_sharding_and_leader_election_exclude_each_other() -> None:
 def test_a_sharding_lease_under_a_second_is_refused() -> None:
     with pytest.raises(ConfigError, match="--sharding-lease-duration"):
         config("--sharding", "--sharding-lease-duration=500ms")
+
+
+def test_ansible_inventory_names_the_runs_inventory(tmp_path: Path) -> None:
+    assert config().inventory is None
+    (tmp_path / "inventory").mkdir()
+    assert config(env={"ANSIBLE_INVENTORY": str(tmp_path / "inventory")}).inventory == tmp_path / "inventory"
+    (tmp_path / "hosts").write_text("localhost\n")
+    assert config(env={"ANSIBLE_INVENTORY": str(tmp_path / "hosts")}).inventory == tmp_path / "hosts"
+
+
+@pytest.mark.parametrize("raw", ["/no/such/inventory", "/etc/ansible/hosts,/tmp/other"])
+def test_an_ansible_inventory_that_is_no_path_stops_the_operator(raw: str) -> None:
+    with pytest.raises(ConfigError, match="ANSIBLE_INVENTORY"):
+        config(env={"ANSIBLE_INVENTORY": raw})
