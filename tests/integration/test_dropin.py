@@ -67,6 +67,11 @@ def test_reviews_pass_untouched_and_a_cluster_scoped_child_gets_annotations(
         lambda: rbac.read_cluster_role(name).rules[0].resources == ["configmaps"], 60, "the ClusterRole restored"
     )
     assert "422" not in op.log()
+    # The role's ignored failure is in the log, as upstream logs every failed task, with object and task.
+    line = next(ln for ln in op.log().splitlines() if "let pass by the role" in ln)
+    assert "(ignore_errors): no optional setting given" in line
+    assert f"namespace={objects.namespace}" in line and "name=asker" in line and "run_id=" in line
+    assert "task=" in line and "Check for an optional setting" in line
 
 
 @pytest.mark.parametrize("executor", ["warm", "runner"])
