@@ -27,6 +27,7 @@ def build_executor(config: Config, *, extra_ansible_args: str = "") -> Executor:
         roles_paths=(*config.roles_paths, config.watches_file.resolve().parent / "roles"),
         collections_paths=config.collections_paths,
         module_server=config.module_server,
+        inventory=config.inventory,
     )
     return _executor(config.executor, settings)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -85,12 +86,31 @@ def role_playbook(role: str) -> str:
     )
 
 
-def write_private_dir(run_dir: Path, extravars: Mapping[str, Any], python: str = sys.executable) -> None:
-    """Create a run's own private data dir: env/extravars and inventory, readable by the operator only."""
+def write_private_dir(
+    run_dir: Path, extravars: Mapping[str, Any], python: str = sys.executable, inventory: Path | None = None
+) -> None:
+    """Create a run's own private data dir: env/extravars and inventory, readable by the operator only.
+
+    ``inventory`` (the operator's ``ANSIBLE_INVENTORY``) replaces the generated ``localhost`` inventory, as
+    operator-sdk does: a directory's contents become the run's ``inventory/`` (group_vars, host_vars and
+    scripts included), a file becomes ``inventory/hosts``. Copied for every run, so the run never reads
+    the operator's own files while they change, and following symbolic links (a mounted ConfigMap is
+    links into a hidden directory, which Ansible skips as it skips every hidden name). Its interpreter
+    settings are the project's: localhost gets our Python only when the inventory does not say otherwise
+    (Ansible gives an implicit localhost the Python that runs ansible-playbook, which is ours).
+    """
     (run_dir / "env").mkdir(parents=True, mode=0o700)
-    (run_dir / "inventory").mkdir(mode=0o700)
     (run_dir / "project").mkdir(mode=0o700)
     _write_private(run_dir / "env" / "extravars", dump_extravars(extravars))
+    if inventory is not None and inventory.is_dir():
+        shutil.copytree(inventory, run_dir / "inventory", symlinks=False)
+        (run_dir / "inventory").chmod(0o700)
+        return
+    (run_dir / "inventory").mkdir(mode=0o700)
+    if inventory is not None:
+        shutil.copyfile(inventory, run_dir / "inventory" / "hosts")  # raises when it is gone: the run fails
+        shutil.copymode(inventory, run_dir / "inventory" / "hosts")  # an executable file is a dynamic inventory
+        return
     _write_private(run_dir / "inventory" / "hosts", inventory_text(python))
 
 

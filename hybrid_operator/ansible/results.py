@@ -42,6 +42,20 @@ class FailedTask:
 
 
 @dataclass(frozen=True)
+class ToleratedFailure:
+    """A task failure the role let pass: ``ignore_errors: true`` on the task, or a ``rescue`` that caught it.
+    It does not fail the run, but operator-sdk logs it, and a person reading the log should see it."""
+
+    task: str
+    message: str
+    how: str  # "ignore_errors" | "rescued"
+
+
+MAX_TOLERATED_KEPT = 10  # tolerated failures kept (and logged) per run; the rest are only counted
+_MAX_TOLERATED_MESSAGE = 500  # characters of each one's message
+
+
+@dataclass(frozen=True)
 class RoleEvent:
     """An Event the role asked for on the object it reconciles."""
 
@@ -69,6 +83,8 @@ class RunResult:
     events: list[RoleEvent] = field(default_factory=list)
     requeue_after: float | None = None
     error: str = ""  # the executor itself failed (could not start, crashed)
+    tolerated: list[ToleratedFailure] = field(default_factory=list)  # the first MAX_TOLERATED_KEPT of them
+    tolerated_count: int = 0  # all of them
 
     @property
     def succeeded(self) -> bool:
@@ -113,19 +129,34 @@ class EventCollector:
             message = (data.get("res") or {}).get("msg")
             if message and data.get("task_uuid"):
                 self._item_failures.setdefault(str(data["task_uuid"]), str(message))
-        elif (kind == "runner_on_failed" and not data.get("ignore_errors")) or kind == "runner_on_unreachable":
+        elif kind == "runner_on_failed" and data.get("ignore_errors"):
+            item_failure = self._item_failures.get(str(data.get("task_uuid") or ""), "")
+            self._tolerate(_failed_task(data, "", item_failure), "ignore_errors")
+        elif kind in ("runner_on_failed", "runner_on_unreachable"):
             item_failure = self._item_failures.get(str(data.get("task_uuid") or ""), "")
             self.result.failed_tasks.append(_failed_task(data, event.get("stdout", ""), item_failure))
         elif kind == "playbook_on_stats":
-            self._stats_seen = True
-            result = self.result
-            result.ok = _host_sum(data.get("ok"))
-            result.changed = _host_sum(data.get("changed"))
-            result.skipped = _host_sum(data.get("skipped"))
-            result.failures = _host_sum(data.get("failures"))
-            result.unreachable = _host_sum(data.get("dark"))
-            if not result.failures and not result.unreachable:
-                result.failed_tasks.clear()  # failures that were rescued do not count
+            self._stats(data)
+
+    def _stats(self, data: dict[str, Any]) -> None:
+        """The final counts; failed tasks of a run that failed none were rescued."""
+        self._stats_seen = True
+        result = self.result
+        result.ok = _host_sum(data.get("ok"))
+        result.changed = _host_sum(data.get("changed"))
+        result.skipped = _host_sum(data.get("skipped"))
+        result.failures = _host_sum(data.get("failures"))
+        result.unreachable = _host_sum(data.get("dark"))
+        if not result.failures and not result.unreachable:
+            for task in result.failed_tasks:  # failures that were rescued do not count
+                self._tolerate(task, "rescued")
+            result.failed_tasks.clear()
+
+    def _tolerate(self, task: FailedTask, how: str) -> None:
+        self.result.tolerated_count += 1
+        if len(self.result.tolerated) < MAX_TOLERATED_KEPT:
+            message = task.message if len(task.message) <= _MAX_TOLERATED_MESSAGE else task.message[:497] + "..."
+            self.result.tolerated.append(ToleratedFailure(task.task, message, how))
 
     def _collect_requests(self, res: dict[str, Any]) -> None:
         request = res.get(RESULT_KEY)

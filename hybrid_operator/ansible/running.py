@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import threading
@@ -101,6 +102,7 @@ class ExecutorSettings:
     roles_paths: tuple[Path, ...] = ()
     collections_paths: tuple[Path, ...] = ()
     module_server: bool = True  # run modules in forks of a warm process (modserver) instead of new interpreters
+    inventory: Path | None = None  # ANSIBLE_INVENTORY (a file or a directory); None: localhost, our Python
 
 
 def ansible_environment(settings: ExecutorSettings) -> dict[str, str]:
@@ -185,6 +187,11 @@ class RunSetup:
                 self._wrappers[request.role] = path
         return path
 
+    def write_input(self, run_dir: Path, request: RunRequest) -> None:
+        """Write a run's private data dir: its extra vars, and the project's inventory (``ANSIBLE_INVENTORY``)
+        or the generated ``localhost`` one. Raises OSError when the inventory cannot be copied."""
+        inputdir.write_private_dir(run_dir, request.extravars(), self.python, self.settings.inventory)
+
     def runner_options(self, request: RunRequest, run_dir: Path) -> dict[str, Any]:
         """The ``ansible_runner.run`` keyword arguments of one run (its private data dir already written).
 
@@ -232,13 +239,17 @@ def runner_ready(setup: RunSetup) -> tuple[bool, str]:
     return True, "ok"
 
 
-def run_with_runner(setup: RunSetup, request: RunRequest, run_dir: Path | None = None) -> RunResult:
-    """One run through ``ansible_runner.run``: Ansible's normal path (``run_dir``: one already made for it)."""
+def run_with_runner(
+    setup: RunSetup, request: RunRequest, run_dir: Path | None = None, *, input_written: bool = False
+) -> RunResult:
+    """One run through ``ansible_runner.run``: Ansible's normal path (``run_dir``: one already made for it,
+    ``input_written``: with its input already in it)."""
     started = time.monotonic()
     run_dir = setup.new_run_dir(request) if run_dir is None else run_dir
     collector = EventCollector(request.run_id, request.on_event)
     try:
-        inputdir.write_private_dir(run_dir, request.extravars(), setup.python)
+        if not input_written:
+            setup.write_input(run_dir, request)
         runner = ansible_runner.run(**setup.runner_options(request, run_dir), event_handler=_collect_into(collector))
         result = finished_result(collector, runner.rc, runner.status, run_dir / "artifacts" / request.run_id)
     except Exception as exc:  # an executor bug or a broken install must not kill the worker
@@ -282,24 +293,53 @@ def _scrub_command_artifact(path: Path) -> None:
 
 
 _ERROR_MARKS = ("[ERROR]", "ERROR!")
+# argparse's last word on a command line it refuses: "<prog>: error: <message>"
+_USAGE_ERROR = re.compile(r"^[\w.\-]+: error: \S")
 _MAX_ERROR = 1000  # characters of Ansible's own error text kept for the status and the Event
 
 
 def load_error(path: Path, tail: int = 5) -> str:
-    """Why a run failed before any task: Ansible's own error paragraph (``[ERROR]: ...`` and its
-    ``Origin:`` line), else the last lines of its output; bounded for the status and the Event."""
+    """Why a run failed before any task, bounded for the status and the Event.
+
+    Ansible's own error paragraph (``[ERROR]: ...`` or ``ERROR! ...`` and its ``Origin:`` line); else the
+    command line parser's ``ansible-playbook: error: ...`` line (a bad ``--ansible-args``), which argparse
+    prints after a usage text and ansible-core then follows with the whole help; else the last lines of the
+    output that are not such a usage or help text.
+    """
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     except OSError:
         return "the Ansible run failed before it started"
     start = next((i for i, line in enumerate(lines) if line.lstrip().startswith(_ERROR_MARKS)), None)
-    if start is None:
-        picked = [line.strip() for line in lines[-tail:] if line.strip()]
-    else:
+    usage = next((line.strip() for line in lines if _USAGE_ERROR.match(line)), None)
+    if start is not None:
         picked = []
         for line in lines[start:]:
             if not line.strip():
                 break  # the paragraph ends; what follows is the code excerpt
             picked.append(line.strip())
+    elif usage is not None:
+        picked = [usage]
+    else:
+        picked = [line.strip() for line in _without_help(lines)[-tail:] if line.strip()]
     text = " | ".join(picked) or "the Ansible run failed"
     return text if len(text) <= _MAX_ERROR else text[: _MAX_ERROR - 3] + "..."
+
+
+def _without_help(lines: list[str]) -> list[str]:
+    """The lines of an output without argparse's usage and help texts, which say nothing about the failure:
+    from a ``usage:`` line up to the next line that is neither indented, blank, nor a help section."""
+    kept: list[str] = []
+    in_help = False
+    for line in lines:
+        if line.startswith("usage: "):
+            in_help = True
+        elif in_help and line.strip() and not line.startswith(" ") and not _HELP_LINE.match(line):
+            in_help = False
+        if not in_help:
+            kept.append(line)
+    return kept
+
+
+# Unindented lines of a help text: a description sentence, "options:", "Connection Options:"...
+_HELP_LINE = re.compile(r"^(?:[A-Z][^:]*\.$|[\w ]+:$|[a-z][\w ]+ arguments:$)")

@@ -84,6 +84,10 @@ class Resource:
     gvk: GVK
     plural: str
     namespaced: bool
+    # Whether objects of the kind can be read back (get, list and watch). Those that cannot (the review
+    # kinds: SelfSubjectAccessReview, TokenReview...) are requests in the shape of an object, never stored:
+    # the API server refuses them any metadata, and nothing could ever watch them.
+    persisted: bool = True
 
     def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
         base = f"/apis/{self.gvk.group}/{self.gvk.version}" if self.gvk.group else f"/api/{self.gvk.version}"
@@ -175,7 +179,13 @@ class Kube:
             for item in doc.get("resources", []):
                 if "/" in item.get("name", ""):
                     continue  # subresources
-                found = Resource(GVK(gvk.group, gvk.version, item["kind"]), item["name"], bool(item["namespaced"]))
+                verbs = item.get("verbs")
+                found = Resource(
+                    GVK(gvk.group, gvk.version, item["kind"]),
+                    item["name"],
+                    bool(item["namespaced"]),
+                    persisted=isinstance(verbs, list) and {"get", "list", "watch"} <= set(verbs),
+                )
                 cached[item["kind"]] = found
             with self._lock:
                 self._discovery[key] = cached

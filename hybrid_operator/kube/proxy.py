@@ -4,9 +4,11 @@ Why a proxy: roles create children with stock modules (``kubernetes.core.k8s``) 
 the one place that sees every request, whatever module or language made it, is the wire. Like upstream,
 each run gets a kubeconfig that points at this proxy; unlike upstream, the run's identity is a bearer
 token that also carries a per-process secret, so no other local process can borrow the operator's
-rights through it. For every create (POST) the proxy adds an ownerReference (controller) to the object
-when it lives in the owner's namespace, or operator-sdk's ``primary-resource`` annotations when it is
-cluster-scoped or elsewhere, then reports the child's kind so the reactor can start a dependent watch.
+rights through it. For every create (POST) of a kind the API server stores (discovery lists get, list
+and watch for it; the review kinds are not, as upstream's "virtual" kinds) the proxy adds an
+ownerReference (controller) to the object when it lives in the owner's namespace, or operator-sdk's
+``primary-resource`` annotations when it is cluster-scoped or elsewhere, then reports the child's kind so
+the reactor can start a dependent watch.
 
 Requests are forwarded with the operator's own credentials through the shared connection pool; watch
 responses are streamed through unbuffered. With ``caches`` (``--proxy-cache-reads``), a GET the operator's
@@ -36,7 +38,8 @@ import urllib3
 
 from hybrid_operator import httpbounds, metrics
 from hybrid_operator.kube import cachereads, proxyrequests
-from hybrid_operator.kube.client import Kube
+from hybrid_operator.kube.client import ApiError, Kube
+from hybrid_operator.kube.objects import GVK
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +99,14 @@ ChildHandler = Callable[[Child], None]
 
 
 def inject_owner(body: dict[str, Any], owner: Owner, namespace: str | None) -> None:
-    """Make the created object point back at its owner (in place; the body is the request's own copy)."""
+    """Make the created object point back at its owner (in place; the body is the request's own copy).
+
+    ``namespace`` is where the child lives: the request path's namespace, ``None`` for a cluster-scoped
+    child (whatever its body's ``metadata.namespace`` says). An ownerReference only when both live in the
+    same namespace, as upstream: the garbage collector refuses a namespaced owner of a cluster-scoped child
+    (``OwnerRefInvalidNamespace``) and never looks for an owner in another namespace. Every other child
+    gets operator-sdk's ``primary-resource`` annotations, which the dependent watches map back.
+    """
     meta = body.setdefault("metadata", {})
     if namespace and owner.namespace and namespace == owner.namespace:
         refs = meta.setdefault("ownerReferences", [])
@@ -308,7 +318,11 @@ class ApiProxy:
         # is how a restarted operator learns which children to watch again, as upstream's proxy does.
         read_one = handler.command == "GET" and "watch=" not in query and _OBJECT.match(path) is not None
         if handler.command == "POST" and body:
-            body = self._on_create(path, owner, body)
+            try:
+                body = self._on_create(path, owner, body)
+            except proxyrequests.BadRequest as exc:
+                handler.send_error(exc.status, exc.message)
+                return
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP_BY_HOP | {"authorization", "host"}}
         url_path = path + (f"?{query}" if query else "")
         auth: dict[str, str] = {}
@@ -359,6 +373,11 @@ class ApiProxy:
             log.exception("could not recover a dependent watch for %s", obj.get("kind"))
 
     def _on_create(self, path: str, owner: Owner, body: bytes) -> bytes:
+        """The body to forward for a create: the owner written in, and the child's kind reported.
+
+        Raises ``proxyrequests.BadRequest`` (503) when discovery cannot say whether the kind is stored:
+        sending the object without its owner could leave it unowned and unwatched for good.
+        """
         match = _COLLECTION.match(path)
         if not match:
             return body  # a subresource or something other than a plain create
@@ -366,20 +385,30 @@ class ApiProxy:
             obj = json.loads(body)
         except ValueError:
             return body
-        if not isinstance(obj, dict) or not obj.get("kind"):
+        if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str) or not obj["kind"]:
             return body
-        namespace = match.group("ns") or (obj.get("metadata") or {}).get("namespace")
-        api_version = obj.get("apiVersion") or (
-            match.group("core") or f"{match.group('group')}/{match.group('version')}"
-        )
+        gvk = GVK(match.group("group") or "", match.group("core") or match.group("version"), obj["kind"])
+        try:
+            resource = self.kube.resource(gvk)
+        except ApiError as exc:
+            if exc.status == 404:
+                return body  # a kind the API server does not serve: it refuses the create itself
+            raise proxyrequests.BadRequest(503, f"cannot tell whether {gvk} objects are stored: {exc}") from exc
+        if not resource.persisted:
+            # A review (SelfSubjectAccessReview, TokenReview...): a question in the shape of an object, never
+            # stored, which the API server refuses any metadata; nothing to own and nothing to watch.
+            return body
+        # Where the child lives is the request path's business: the body of a cluster-scoped object may
+        # still carry a namespace (a role's task-level `namespace:`), which the API server ignores.
+        namespace = match.group("ns") if resource.namespaced else None
         if self.inject:
             inject_owner(obj, owner, namespace)
         try:
             self.on_child(
                 Child(
-                    api_version=str(api_version),
-                    kind=str(obj["kind"]),
-                    namespaced=bool(match.group("ns")),
+                    api_version=gvk.api_version,
+                    kind=gvk.kind,
+                    namespaced=resource.namespaced,
                     same_namespace=bool(namespace) and namespace == owner.namespace,
                     owner=owner,
                 )

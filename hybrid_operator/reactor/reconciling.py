@@ -347,11 +347,31 @@ def _log_run(key: Key, result: RunResult, *, show_output: bool = True) -> None:
     }
     if result.succeeded:
         log.info("reconciled", extra={"fields": fields})
-        return
-    log.warning("reconcile failed: %s", result.failure_message, extra={"fields": fields})
-    for task in result.failed_tasks if show_output else ():
-        if task.output:
-            log.warning("failed task %s output:\n%s", task.task, task.output, extra={"fields": fields})
+    else:
+        log.warning("reconcile failed: %s", result.failure_message, extra={"fields": fields})
+        for task in result.failed_tasks if show_output else ():
+            if task.output:
+                log.warning("failed task %s output:\n%s", task.task, task.output, extra={"fields": fields})
+    if show_output:
+        _log_tolerated(key, result)
+
+
+def _log_tolerated(key: Key, result: RunResult) -> None:
+    """One line per task failure the role let pass (operator-sdk logs every failed task), at most
+    ``MAX_TOLERATED_KEPT`` per run and then a count, so a role that ignores errors in a loop cannot flood."""
+    base = {"kind": key.gvk, "namespace": key.namespace, "name": key.name, "run_id": result.run_id}
+    for failure in result.tolerated:
+        log.warning(
+            "task failure let pass by the role (%s): %s",
+            failure.how,
+            failure.message,
+            extra={"fields": {**base, "task": failure.task}},
+        )
+    unlisted = result.tolerated_count - len(result.tolerated)
+    if unlisted > 0:
+        log.warning(
+            "%d more task failures let pass by the role in this run, not logged", unlisted, extra={"fields": base}
+        )
 
 
 def _failure_reason(result: RunResult) -> str:

@@ -38,6 +38,39 @@ def _period(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def ansible_args(text: str) -> str:
+    """``--ansible-args`` as operator-sdk reads it: one pair of surrounding single quotes removed.
+
+    operator-sdk's scaffold and docs write ``--ansible-args='--vault-password-file /opt/ansible/pwd.yml'``
+    in a Deployment's ``args``, where no shell removes the quotes, so they reach the operator; upstream
+    drops the first and last character when the value starts with ``'`` and ends with the same. Kept, the
+    quotes made ansible-runner's ``shlex.split`` pass the whole value as one unknown argument. Only the one
+    pair goes: quoting inside the value is still ansible-runner's to split.
+    """
+    if len(text) >= 2 and text.startswith("'") and text.endswith("'"):
+        return text[1:-1]
+    return text
+
+
+def _inventory(env: Mapping[str, str]) -> Path | None:
+    """``ANSIBLE_INVENTORY`` of the operator's own environment, as operator-sdk reads it: one file or directory
+    that replaces the generated ``localhost`` inventory of every run (copied in per run, so an edit counts).
+
+    Upstream finds a missing path at each run and fails it; here the operator refuses to start, naming it.
+    Never anything from a resource: a spec key cannot name an inventory (``ansible_*`` keys are refused).
+    """
+    raw = env.get("ANSIBLE_INVENTORY", "")
+    if not raw:
+        return None
+    path = Path(raw)
+    if not (path.is_file() or path.is_dir()):
+        raise ConfigError(
+            f"ANSIBLE_INVENTORY={raw} is neither a file nor a directory; operator-sdk reads it as one inventory "
+            "path (no comma lists) and copies it into each run"
+        )
+    return path
+
+
 def _log_level(text: str) -> str:
     try:
         return eventlog.parse_level(text)
@@ -144,7 +177,13 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         help="reconciles of all kinds at once (default: the per-kind value); operator-sdk has no such cap",
     )
     a("--ansible-verbosity", type=int, default=2, help="ansible-playbook verbosity, 0-7")
-    a("--ansible-args", default="", help="extra arguments for ansible-playbook")
+    a(
+        "--ansible-args",
+        type=ansible_args,
+        default="",
+        help="extra arguments for ansible-playbook; one pair of surrounding single quotes is removed, as "
+        "operator-sdk does",
+    )
     a("--ansible-roles-path", default="", help="colon-separated roles paths, searched before ./roles")
     a("--ansible-collections-path", default="", help="colon-separated collections paths")
     a(
@@ -298,6 +337,7 @@ class Config:
     kubeconfig: str | None
     namespaces: tuple[str, ...]  # empty: all namespaces
     proxy_cache_reads: bool = False
+    inventory: Path | None = None  # ANSIBLE_INVENTORY: copied into every run's input dir instead of localhost
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Config:
@@ -350,6 +390,7 @@ class Config:
             graceful_shutdown_timeout=args.graceful_shutdown_timeout,
             kubeconfig=args.kubeconfig,
             namespaces=namespaces,
+            inventory=_inventory(env),
         )
 
     def per_kind(self, prefix: str, gvk: GVK, default: int, env: Mapping[str, str] | None = None) -> int:

@@ -3,12 +3,16 @@ environment never reach the artifacts, and artifacts stay within their bounds.""
 
 from __future__ import annotations
 
+import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from hybrid_operator.ansible.executors import build_executor
 from hybrid_operator.ansible.running import ExecutorSettings, RunnerExecutor, RunRequest
+from hybrid_operator.settings.config import Config, add_run_flags
 
 pytestmark = pytest.mark.integration
 SECRET = "s3cr3t-Pa55w0rd-that-must-not-leak"
@@ -67,3 +71,65 @@ def test_artifacts_are_kept_per_object_up_to_the_limit(tmp_path: Path, role: Pat
         executor.close()
     runs = sorted((tmp_path / "art" / "example.com" / "v1" / "Thing" / "ns" / "obj").iterdir())
     assert [p.name.rsplit("-", 1)[1] for p in runs] == ["r2", "r3", "r4"]
+
+
+@pytest.fixture
+def vaulted_role(tmp_path: Path) -> tuple[Path, Path]:
+    """A role whose vars file is vault-encrypted, and the password file that opens it."""
+    from ansible.parsing.vault import VaultLib, VaultSecret
+
+    password = tmp_path / "pwd.yml"
+    password.write_text("open-sesame\n")
+    vault = VaultLib([("default", VaultSecret(b"open-sesame"))])
+    role = tmp_path / "roles" / "vaulted"
+    (role / "tasks").mkdir(parents=True)
+    (role / "vars").mkdir()
+    (role / "vars" / "main.yml").write_bytes(vault.encrypt(b"vaulted_word: opened\n"))
+    (role / "tasks" / "main.yml").write_text(
+        "---\n- name: Read the vaulted var\n  ansible.builtin.assert:\n    that: vaulted_word == 'opened'\n"
+    )
+    return role, password
+
+
+@pytest.mark.parametrize("executor_kind", ["runner", "warm"])
+def test_ansible_args_quoted_as_operator_sdks_manifests_quote_them(
+    tmp_path: Path, vaulted_role: tuple[Path, Path], executor_kind: str
+) -> None:
+    """``--ansible-args='--vault-password-file FILE'``, the quotes inside the argument: both executors run."""
+    role, password = vaulted_role
+    parser = argparse.ArgumentParser()
+    add_run_flags(parser)
+    args = parser.parse_args([f"--ansible-args='--vault-password-file {password}'", "--module-server=false"])
+    config = replace(Config.from_args(args, env={}), executor=executor_kind, artifacts_dir=tmp_path / "art")
+    executor = build_executor(config)
+    try:
+        result = executor.run(request(role, "run1"))
+        assert getattr(executor, "off", "") == "", "the warm executor stayed on"
+    finally:
+        executor.close()
+    assert result.succeeded, result.failure_message
+
+
+def test_refused_ansible_args_report_the_parsers_error(tmp_path: Path, role: Path) -> None:
+    settings = ExecutorSettings(artifacts_root=tmp_path / "art", module_server=False, ansible_args="--no-such-flag")
+    executor = RunnerExecutor(settings)
+    try:
+        result = executor.run(request(role, "run1"))
+    finally:
+        executor.close()
+    assert not result.succeeded
+    assert result.error == "ansible-playbook: error: unrecognized arguments: --no-such-flag"
+
+
+def test_a_warm_up_refused_by_the_command_line_says_why(tmp_path: Path, role: Path) -> None:
+    from hybrid_operator.ansible.warm.executor import WarmExecutor
+
+    settings = ExecutorSettings(artifacts_root=tmp_path / "art", module_server=False, ansible_args="--no-such-flag")
+    executor = WarmExecutor(settings)
+    try:
+        result = executor.run(request(role, "run1"))
+        off = executor.off
+    finally:
+        executor.close()
+    assert "ansible-playbook: error: unrecognized arguments: --no-such-flag" in off
+    assert result.error == "ansible-playbook: error: unrecognized arguments: --no-such-flag"

@@ -21,6 +21,7 @@ from hybrid_operator.ansible.compat.modules import (
     hook_modules,
     module_fqn,
     module_hook_problems,
+    runs_this_interpreter,
     to_module_side,
 )
 from hybrid_operator.ansible.compat.names import DECODER_KEYS, TEMPLATE_KEYWORDS
@@ -73,6 +74,7 @@ __all__ = [
     "run_task_inline",
     "runner_command",
     "runner_problems",
+    "runs_this_interpreter",
     "to_module_side",
     "use_local_tmp",
 ]

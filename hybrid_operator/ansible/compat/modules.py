@@ -8,6 +8,8 @@ import hashlib
 import inspect
 import os
 import re
+import shlex
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -86,12 +88,25 @@ class ModulePolicy:
     run: Callable[[bytes, dict[str, str], str | None], tuple[int, bytes, bytes]]  # (wrapper, env, cwd)
 
 
+def runs_this_interpreter(cmd: str) -> bool:
+    """Whether a pipelined module command runs this very Python (its last word, after any environment
+    assignments). An inventory may name another interpreter for the host (``ansible_python_interpreter``),
+    whose libraries are not ours: such a module takes Ansible's path and that interpreter."""
+    try:
+        words = shlex.split(cmd)
+    except ValueError:
+        return False
+    return bool(words) and words[-1] == sys.executable
+
+
 def _eligible(
-    action: Any, policy: ModulePolicy, in_data: object, sudoable: bool, executable: object, chdir: object
+    action: Any, policy: ModulePolicy, cmd: str, in_data: object, sudoable: bool, executable: object, chdir: object
 ) -> bool:
     """Whether this pipelined command is a module the policy lets run in this worker (else Ansible's path)."""
     connection = action._connection
     if not getattr(action, "_hyop_armed", False) or not isinstance(in_data, bytes) or executable is not None or chdir:
+        return False
+    if not isinstance(cmd, str) or not runs_this_interpreter(cmd):
         return False
     if getattr(connection, "transport", None) != "local" or (sudoable and getattr(connection, "become", None)):
         return False
@@ -155,7 +170,7 @@ def hook_modules(policy: ModulePolicy, shared_root: str) -> None:
         chdir: str | None = None,
         **newer: Any,  # what a newer minor added (2.21: process_result)
     ) -> Any:
-        if set(newer) - {"process_result"} or not _eligible(self, policy, in_data, sudoable, executable, chdir):
+        if set(newer) - {"process_result"} or not _eligible(self, policy, cmd, in_data, sudoable, executable, chdir):
             args = (self, cmd, sudoable, in_data, executable, encoding_errors, chdir)
             return original["_low_level_execute_command"](*args, **newer)
         return _run_in_worker(self, policy, in_data, encoding_errors, newer.get("process_result"))

@@ -137,11 +137,18 @@ class WarmExecutor:
         started = time.monotonic()
         run_dir = self.setup.new_run_dir(request)
         try:
-            inputdir.write_private_dir(run_dir, request.extravars(), self.setup.python)
+            self.setup.write_input(run_dir, request)
+        except OSError as exc:  # the project's inventory went away: this run fails, the warm path is fine
+            result = EventCollector(request.run_id, request.on_event).result
+            result.error = f"could not write the run's input dir: {exc}"
+            self.store.finish(run_dir, request.max_artifacts)
+            result.duration = time.monotonic() - started
+            return result
+        try:
             command = compat.runner_command(self.setup.runner_options(request, run_dir))
         except Exception as exc:  # ansible-runner's internals moved: nothing has run yet
             self._switch_off(f"could not prepare a run as ansible-runner would: {type(exc).__name__}: {exc}")
-            return run_with_runner(self.setup, request, run_dir)
+            return run_with_runner(self.setup, request, run_dir, input_written=True)
         collector = EventCollector(request.run_id, request.on_event)
         try:
             if request.on_event is None:

@@ -156,7 +156,14 @@ class ZygoteServer:
 
         rc = self.warm_up(request.run)
         if rc != 0:
-            raise RuntimeError(f"the warm-up playbook failed (exit code {rc}); its output is in {request.run.output}")
+            from pathlib import Path  # only on this path: the zygote's imports are what every run shares
+
+            from hybrid_operator.ansible.running import load_error
+
+            reason = load_error(Path(request.run.output))
+            raise RuntimeError(
+                f"the warm-up playbook failed (exit code {rc}): {reason}; its output is in {request.run.output}"
+            )
         preload_worker_plugins()
         in_worker, why = False, "not asked for"
         if self.modules_in_worker:

@@ -223,3 +223,47 @@ def test_private_dir_is_never_reused(tmp_path: Path) -> None:
     write_private_dir(tmp_path / "run", {})
     with pytest.raises(FileExistsError):
         write_private_dir(tmp_path / "run", {})
+
+
+def test_an_inventory_directory_becomes_the_runs_inventory(tmp_path: Path) -> None:
+    """ANSIBLE_INVENTORY naming a directory: its contents, group_vars and scripts included, as upstream."""
+    source = tmp_path / "inventory"
+    (source / "group_vars").mkdir(parents=True)
+    (source / "hosts").write_text("[test]\nlocalhost ansible_connection=local\n")
+    (source / "group_vars" / "test.yml").write_text("greeting: hello\n")
+    (source / "dynamic.py").write_text("#!/bin/sh\necho '{}'\n")
+    (source / "dynamic.py").chmod(0o755)
+    run_dir = tmp_path / "run"
+    write_private_dir(run_dir, {}, inventory=source)
+    assert (run_dir / "inventory" / "hosts").read_text() == "[test]\nlocalhost ansible_connection=local\n"
+    assert (run_dir / "inventory" / "group_vars" / "test.yml").read_text() == "greeting: hello\n"
+    assert stat.S_IMODE((run_dir / "inventory" / "dynamic.py").stat().st_mode) == 0o755
+    assert stat.S_IMODE((run_dir / "inventory").stat().st_mode) == 0o700
+    (source / "hosts").write_text("[test]\nother\n")  # the run has its own copy
+    assert "other" not in (run_dir / "inventory" / "hosts").read_text()
+
+
+def test_an_inventory_file_becomes_inventory_hosts(tmp_path: Path) -> None:
+    source = tmp_path / "hosts.ini"
+    source.write_text("[test]\nlocalhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n")
+    write_private_dir(tmp_path / "run", {}, inventory=source)
+    assert [p.name for p in (tmp_path / "run" / "inventory").iterdir()] == ["hosts"]
+    assert "ansible_python_interpreter=/usr/bin/python3" in (tmp_path / "run" / "inventory" / "hosts").read_text()
+
+
+def test_a_mounted_configmap_inventory_is_copied_through_its_links(tmp_path: Path) -> None:
+    """A ConfigMap volume is links into a hidden timestamped directory; the copy holds the files themselves."""
+    source = tmp_path / "mounted"
+    (source / "..2026_01_01").mkdir(parents=True)
+    (source / "..2026_01_01" / "hosts").write_text("[test]\nlocalhost\n")
+    (source / "..data").symlink_to("..2026_01_01")
+    (source / "hosts").symlink_to("..data/hosts")
+    write_private_dir(tmp_path / "run", {}, inventory=source)
+    copied = tmp_path / "run" / "inventory" / "hosts"
+    assert not copied.is_symlink()
+    assert copied.read_text() == "[test]\nlocalhost\n"
+
+
+def test_an_inventory_that_went_away_fails_the_run(tmp_path: Path) -> None:
+    with pytest.raises(OSError):
+        write_private_dir(tmp_path / "run", {}, inventory=tmp_path / "gone")

@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from hybrid_operator.ansible.results import EventCollector, FailedTask, RoleEvent, RunResult
+from hybrid_operator.ansible.results import (
+    MAX_TOLERATED_KEPT,
+    EventCollector,
+    FailedTask,
+    RoleEvent,
+    RunResult,
+    ToleratedFailure,
+)
 
 
 def ok(request: dict[str, Any] | None = None, **res: Any) -> dict[str, Any]:
@@ -262,3 +269,34 @@ def test_period_is_read_only_from_requeue_tasks_and_ours_wins() -> None:
     assert collect(upstream("ansible.builtin.debug", period="5s")).requeue_after is None
     ours = upstream("operator_sdk.util.requeue_after", period="5s", hybrid_operator={"requeue_after": 7})
     assert collect(ours).requeue_after == 7
+
+
+def test_failures_the_role_lets_pass_are_kept_for_the_log() -> None:
+    result = collect(
+        failed({"msg": "no such ConfigMap"}, task="Read the optional settings", ignore_errors=True),
+        failed({"msg": "first try failed"}, task="Try the fast path"),
+        ok(),
+        stats(ok={"localhost": 3}, ignored={"localhost": 1}, rescued={"localhost": 1}),
+    )
+    assert result.succeeded
+    assert result.failed_tasks == []
+    assert result.tolerated == [
+        ToleratedFailure("memcached : Read the optional settings", "no such ConfigMap", "ignore_errors"),
+        ToleratedFailure("memcached : Try the fast path", "first try failed", "rescued"),
+    ]
+    assert result.tolerated_count == 2
+
+
+def test_tolerated_failures_are_bounded_then_counted() -> None:
+    events = [failed({"msg": "x" * 5000}, task=f"check {i}", ignore_errors=True) for i in range(25)]
+    result = collect(*events, stats(ok={"localhost": 25}, ignored={"localhost": 25}))
+    assert len(result.tolerated) == MAX_TOLERATED_KEPT == 10
+    assert result.tolerated_count == 25
+    assert [t.task for t in result.tolerated] == [f"memcached : check {i}" for i in range(10)]
+    assert all(len(t.message) <= 500 for t in result.tolerated)
+
+
+def test_a_run_that_failed_keeps_its_failures_as_failures() -> None:
+    result = collect(failed({"msg": "boom"}), stats(ok={"localhost": 1}, failures={"localhost": 1}))
+    assert [t.message for t in result.failed_tasks] == ["boom"]
+    assert result.tolerated == []

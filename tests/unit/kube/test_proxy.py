@@ -19,20 +19,69 @@ from kubernetes import client as k8s_client
 
 from hybrid_operator.kube import proxyrequests
 from hybrid_operator.kube.client import Kube
-from hybrid_operator.kube.proxy import ApiProxy, Owner
+from hybrid_operator.kube.proxy import ApiProxy, Child, Owner
 
 OWNER = Owner("cache.example.com/v1alpha1", "Memcached", "m", "ns", "uid-1")
+
+
+STORED = ["create", "delete", "get", "list", "patch", "update", "watch"]
+# What the fake API server's discovery serves: group/version -> (kind, plural, namespaced, verbs)
+DISCOVERY: dict[str, list[tuple[str, str, bool, list[str]]]] = {
+    "/api/v1": [
+        ("ConfigMap", "configmaps", True, STORED),
+        ("Namespace", "namespaces", False, STORED),
+        ("Binding", "bindings", True, ["create"]),
+    ],
+    "/apis/rbac.authorization.k8s.io/v1": [
+        ("ClusterRole", "clusterroles", False, STORED),
+        ("Role", "roles", True, STORED),
+    ],
+    "/apis/authorization.k8s.io/v1": [
+        ("SelfSubjectAccessReview", "selfsubjectaccessreviews", False, ["create"]),
+        ("SubjectAccessReview", "subjectaccessreviews", False, ["create"]),
+        ("LocalSubjectAccessReview", "localsubjectaccessreviews", True, ["create"]),
+        ("SelfSubjectRulesReview", "selfsubjectrulesreviews", False, ["create"]),
+    ],
+    "/apis/authentication.k8s.io/v1": [
+        ("TokenReview", "tokenreviews", False, ["create"]),
+        ("SelfSubjectReview", "selfsubjectreviews", False, ["create"]),
+    ],
+}
+
+
+def discovery_document(path: str) -> dict[str, object] | None:
+    kinds = DISCOVERY.get(path)
+    if kinds is None:
+        return None
+    return {
+        "kind": "APIResourceList",
+        "groupVersion": path.removeprefix("/apis/").removeprefix("/api/"),
+        "resources": [
+            {"name": plural, "kind": kind, "namespaced": namespaced, "verbs": verbs}
+            for kind, plural, namespaced, verbs in kinds
+        ],
+    }
 
 
 class Upstream:
     def __init__(self) -> None:
         self.seen: list[tuple[str, str, bytes]] = []
+        self.discovery_status = 200  # what discovery requests get (500: the API server cannot say)
         upstream = self
 
         class Handler(BaseHTTPRequestHandler):
             def _any(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                document = discovery_document(self.path) if self.command == "GET" else None
+                if document is not None:
+                    data = json.dumps(document).encode()
+                    self.send_response(upstream.discovery_status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 upstream.seen.append((self.command, self.path, body))
                 data = json.dumps({"kind": "Status", "path": self.path}).encode()
                 self.send_response(200)
@@ -233,3 +282,109 @@ def test_http_client_requests_pass(proxy: ApiProxy, upstream: Upstream) -> None:
     assert conn.getresponse().status == 200
     sent = json.loads(upstream.seen[-1][2])
     assert sent["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+
+
+@pytest.fixture
+def recording(upstream: Upstream) -> Iterator[tuple[ApiProxy, list[Child]]]:
+    """A proxy that keeps the children it reports."""
+    config = k8s_client.Configuration()
+    config.host = upstream.host
+    children: list[Child] = []
+    p = ApiProxy(Kube(k8s_client.ApiClient(config)), inject=True, on_child=children.append)
+    p.start()
+    yield p, children
+    p.stop()
+
+
+def create(proxy: ApiProxy, path: str, obj: dict[str, object]) -> int:
+    port = int(proxy.address.rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn.request("POST", path, body=json.dumps(obj), headers={"Authorization": f"Bearer {token(proxy)}"})
+    return conn.getresponse().status
+
+
+REVIEWS = [
+    ("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", "authorization.k8s.io/v1", "SelfSubjectAccessReview"),
+    ("/apis/authorization.k8s.io/v1/subjectaccessreviews", "authorization.k8s.io/v1", "SubjectAccessReview"),
+    (
+        "/apis/authorization.k8s.io/v1/namespaces/ns/localsubjectaccessreviews",
+        "authorization.k8s.io/v1",
+        "LocalSubjectAccessReview",
+    ),
+    ("/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", "authorization.k8s.io/v1", "SelfSubjectRulesReview"),
+    ("/apis/authentication.k8s.io/v1/tokenreviews", "authentication.k8s.io/v1", "TokenReview"),
+    ("/apis/authentication.k8s.io/v1/selfsubjectreviews", "authentication.k8s.io/v1", "SelfSubjectReview"),
+    ("/api/v1/namespaces/ns/bindings", "v1", "Binding"),
+]
+
+
+@pytest.mark.parametrize(("path", "api_version", "kind"), REVIEWS, ids=[k for _, _, k in REVIEWS])
+def test_kinds_that_are_never_stored_reach_the_api_server_untouched(
+    recording: tuple[ApiProxy, list[Child]], upstream: Upstream, path: str, api_version: str, kind: str
+) -> None:
+    """The API server refuses metadata on a review (422 "metadata ... must be empty"), and none can be
+    watched: as upstream's virtual kinds (no get, list and watch), no owner and no dependent watch."""
+    proxy, children = recording
+    review = {"apiVersion": api_version, "kind": kind, "spec": {"resourceAttributes": {"verb": "get"}}}
+    assert create(proxy, path, review) == 200
+    assert upstream.seen[-1][:2] == ("POST", path)
+    assert json.loads(upstream.seen[-1][2]) == review
+    assert children == []
+
+
+def test_a_cluster_scoped_child_of_a_namespaced_owner_gets_annotations_not_an_owner_reference(
+    recording: tuple[ApiProxy, list[Child]], upstream: Upstream
+) -> None:
+    """kubernetes.core.k8s sends the task's namespace in the body of a ClusterRole too; the child is still
+    cluster-scoped, and a namespaced owner is invalid for it (OwnerRefInvalidNamespace)."""
+    proxy, children = recording
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "r", "namespace": "ns"},
+    }
+    assert create(proxy, "/apis/rbac.authorization.k8s.io/v1/clusterroles", role) == 200
+    meta = json.loads(upstream.seen[-1][2])["metadata"]
+    assert "ownerReferences" not in meta
+    assert meta["annotations"] == {
+        "operator-sdk/primary-resource": "ns/m",
+        "operator-sdk/primary-resource-type": "Memcached.cache.example.com",
+    }
+    assert children == [Child("rbac.authorization.k8s.io/v1", "ClusterRole", False, False, OWNER)]
+
+
+@pytest.mark.parametrize(
+    ("namespace", "owned"), [("ns", True), ("elsewhere", False)], ids=["owners-namespace", "another-namespace"]
+)
+def test_a_namespaced_child_is_owned_only_in_its_owners_namespace(
+    recording: tuple[ApiProxy, list[Child]], upstream: Upstream, namespace: str, owned: bool
+) -> None:
+    proxy, children = recording
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "r"}}
+    assert create(proxy, f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles", role) == 200
+    meta = json.loads(upstream.seen[-1][2])["metadata"]
+    assert ("ownerReferences" in meta) is owned
+    assert ("annotations" in meta) is not owned
+    assert children == [Child("rbac.authorization.k8s.io/v1", "Role", True, owned, OWNER)]
+
+
+def test_a_kind_discovery_cannot_answer_for_is_not_created(
+    recording: tuple[ApiProxy, list[Child]], upstream: Upstream
+) -> None:
+    """Upstream answers 500 when it cannot tell a virtual kind: created unowned, a child would be lost."""
+    proxy, children = recording
+    upstream.discovery_status = 500
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+    assert create(proxy, "/api/v1/namespaces/ns/configmaps", cm) == 503
+    assert upstream.seen == []
+    assert children == []
+
+
+def test_a_kind_the_api_server_does_not_serve_is_left_to_it(
+    recording: tuple[ApiProxy, list[Child]], upstream: Upstream
+) -> None:
+    proxy, children = recording
+    thing = {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t"}}
+    assert create(proxy, "/apis/example.com/v1/namespaces/ns/things", thing) == 200
+    assert json.loads(upstream.seen[-1][2]) == thing
+    assert children == []

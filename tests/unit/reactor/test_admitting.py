@@ -242,3 +242,17 @@ def test_an_object_runs_exactly_when_no_key_anywhere_is_reserved(spec: dict[str,
             admit_object(obj)
     else:
         assert admit_object(obj) == DEFAULTS
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["ansibleInventory", "ansible_inventory", "ANSIBLE_INVENTORY", "ansibleInventorySources", "inventory_dir"],
+)
+def test_a_resource_can_never_name_an_inventory(key: str) -> None:
+    """Only the operator's own environment (ANSIBLE_INVENTORY) chooses the hosts a run reaches: the names
+    that would steer inventory or host selection are refused with the installed ansible-core's list."""
+    real = Reservations(reserved_names(), KNOWN_RESERVED_KEYS, None)
+    with pytest.raises(InvalidObject) as caught:
+        admit_object({"metadata": {"name": "x"}, "spec": {key: "/tmp/evil-inventory"}}, real)
+    assert caught.value.reason == "InvalidSpec"
+    assert repr(key) in caught.value.message

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import tempfile
 from pathlib import Path
 
@@ -171,6 +172,30 @@ def test_an_upstream_scaffold_deployment_parses() -> None:
 
 
 @pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        # operator-sdk's manifests quote the value inside the argument: no shell removes those quotes
+        ("'--vault-password-file /opt/ansible/pwd.yml'", "--vault-password-file /opt/ansible/pwd.yml"),
+        ("--vault-password-file /opt/ansible/pwd.yml", "--vault-password-file /opt/ansible/pwd.yml"),
+        ("''--check''", "'--check'"),  # one pair only, as upstream
+        ("'-e x=1' '-e y=2'", "-e x=1' '-e y=2"),  # first and last character, whatever lies between
+        ("'--check", "'--check"),
+        ("'", "'"),
+        ('"--check"', '"--check"'),  # double quotes are ansible-runner's shlex to read
+        ("", ""),
+    ],
+)
+def test_ansible_args_lose_one_pair_of_surrounding_single_quotes(raw: str, parsed: str) -> None:
+    assert config(f"--ansible-args={raw}").ansible_args == parsed
+
+
+def test_quoted_ansible_args_split_into_ansible_playbook_arguments() -> None:
+    cfg = config("--ansible-args='--vault-password-file /opt/ansible/pwd.yml'")
+    split = shlex.split(cfg.ansible_args)  # what ansible-runner does with its cmdline
+    assert split == ["--vault-password-file", "/opt/ansible/pwd.yml"]
+
+
+@pytest.mark.parametrize(
     ("argv", "value"),
     [([], False), (["--leader-elect"], True), (["--leader-elect=true"], True), (["--leader-elect=false"], False)],
 )
@@ -251,3 +276,17 @@ def test_sharding_and_leader_election_exclude_each_other() -> None:
 def test_a_sharding_lease_under_a_second_is_refused() -> None:
     with pytest.raises(ConfigError, match="--sharding-lease-duration"):
         config("--sharding", "--sharding-lease-duration=500ms")
+
+
+def test_ansible_inventory_names_the_runs_inventory(tmp_path: Path) -> None:
+    assert config().inventory is None
+    (tmp_path / "inventory").mkdir()
+    assert config(env={"ANSIBLE_INVENTORY": str(tmp_path / "inventory")}).inventory == tmp_path / "inventory"
+    (tmp_path / "hosts").write_text("localhost\n")
+    assert config(env={"ANSIBLE_INVENTORY": str(tmp_path / "hosts")}).inventory == tmp_path / "hosts"
+
+
+@pytest.mark.parametrize("raw", ["/no/such/inventory", "/etc/ansible/hosts,/tmp/other"])
+def test_an_ansible_inventory_that_is_no_path_stops_the_operator(raw: str) -> None:
+    with pytest.raises(ConfigError, match="ANSIBLE_INVENTORY"):
+        config(env={"ANSIBLE_INVENTORY": raw})

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from hybrid_operator.ansible import compat
 from hybrid_operator.ansible.warm import inworker
@@ -103,3 +106,18 @@ def test_the_child_runs_modules_as_a_module_process_would() -> None:
     assert _internal.is_controller
     assert _traceback._is_traceback_enabled is not _traceback._is_module_traceback_enabled
     assert hasattr(_traceback, "_is_module_traceback_enabled")
+
+
+@pytest.mark.parametrize(
+    ("cmd", "ours"),
+    [
+        (shlex.quote(sys.executable), True),
+        (f"K8S_AUTH_KUBECONFIG=/tmp/k LANG=C {shlex.quote(sys.executable)}", True),
+        ("/usr/bin/python3", False),  # the project's inventory names another interpreter: its libraries
+        (f"{shlex.quote(sys.executable)}.other", False),
+        ("'unterminated", False),
+        ("", False),
+    ],
+)
+def test_modules_run_in_the_worker_only_for_this_interpreter(cmd: str, ours: bool) -> None:
+    assert compat.runs_this_interpreter(cmd) is ours

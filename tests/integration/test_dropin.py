@@ -1,0 +1,92 @@
+"""Drop-in details checked with the operator running against the test bed: what the run proxy writes into
+what a role creates, inventories from ANSIBLE_INVENTORY, and ignored task failures in the log."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from tests.integration.conftest import FIXTURES, Objects, OperatorProcess, condition, wait_until
+
+pytestmark = pytest.mark.integration
+GROUP, VERSION, PLURAL = "test.hybrid-operator.dev", "v1", "opens"
+PROJECT = FIXTURES / "projects" / "dropin"
+
+
+def open_obj(name: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Open", "metadata": {"name": name}, "spec": spec or {}}
+
+
+def successful(objects: Objects, name: str, operator: OperatorProcess, timeout: float = 120) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        obj = objects.get(GROUP, VERSION, PLURAL, name)
+        failure = condition(obj, "Failure")
+        if failure and failure.get("status") == "True":
+            raise AssertionError(f"{name} failed: {failure.get('message')}\n{operator.log()[-4000:]}")
+        cond = condition(obj, "Successful")
+        return obj if cond and cond.get("status") == "True" else None
+
+    return dict(wait_until(done, timeout, f"{name} Successful"))
+
+
+@pytest.fixture
+def rbac(api: client.ApiClient) -> Iterator[client.RbacAuthorizationV1Api]:
+    """Cluster-scoped children outlive the test namespace (nothing owns them): removed here."""
+    rbac = client.RbacAuthorizationV1Api(api)
+    yield rbac
+    for role in rbac.list_cluster_role().items:
+        if role.metadata.name.startswith("dropin-t-"):
+            try:
+                rbac.delete_cluster_role(role.metadata.name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+
+def test_reviews_pass_untouched_and_a_cluster_scoped_child_gets_annotations(
+    operator: Callable[..., OperatorProcess], objects: Objects, rbac: client.RbacAuthorizationV1Api
+) -> None:
+    """The API server answered 422 to a SelfSubjectAccessReview carrying an owner, and a ClusterRole of a
+    namespaced resource got an ownerReference the garbage collector calls OwnerRefInvalidNamespace."""
+    op = operator(PROJECT / "watches-owners.yaml")
+    objects.create(GROUP, VERSION, PLURAL, open_obj("asker"))
+    successful(objects, "asker", op)
+    name = f"dropin-{objects.namespace}-asker"
+    meta = rbac.read_cluster_role(name).metadata
+    assert not meta.owner_references
+    assert meta.annotations["operator-sdk/primary-resource"] == f"{objects.namespace}/asker"
+    assert meta.annotations["operator-sdk/primary-resource-type"] == "Open.test.hybrid-operator.dev"
+
+    # Still a dependent: a change to it brings the owner's role back, which restores it.
+    rbac.patch_cluster_role(name, {"rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]})
+    wait_until(
+        lambda: rbac.read_cluster_role(name).rules[0].resources == ["configmaps"], 60, "the ClusterRole restored"
+    )
+    assert "422" not in op.log()
+    # The role's ignored failure is in the log, as upstream logs every failed task, with object and task.
+    line = next(ln for ln in op.log().splitlines() if "let pass by the role" in ln)
+    assert "(ignore_errors): no optional setting given" in line
+    assert f"namespace={objects.namespace}" in line and "name=asker" in line and "run_id=" in line
+    assert "task=" in line and "Check for an optional setting" in line
+
+
+@pytest.mark.parametrize("executor", ["warm", "runner"])
+def test_a_play_for_a_group_of_the_projects_inventory(
+    operator: Callable[..., OperatorProcess], objects: Objects, executor: str
+) -> None:
+    """ANSIBLE_INVENTORY names a directory (hosts and group_vars): every run gets it instead of localhost."""
+    op = operator(
+        PROJECT / "watches-inventory.yaml",
+        "--executor",
+        executor,
+        env={"ANSIBLE_INVENTORY": str(PROJECT / "inventory")},
+    )
+    objects.create(GROUP, VERSION, PLURAL, open_obj("grouped"))
+    successful(objects, "grouped", op)
+    data = objects.core.read_namespaced_config_map("grouped-inventory", objects.namespace).data
+    assert data == {"host": "operator-host", "greeting": "from the inventory's group_vars"}
+    assert "switched itself off" not in op.log()
