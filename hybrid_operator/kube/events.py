@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections import OrderedDict
 from datetime import UTC, datetime
 
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject
@@ -18,6 +19,7 @@ from hybrid_operator.kube.objects import name_of, namespace_of, resource_version
 
 log = logging.getLogger(__name__)
 COMPONENT = "hybrid-operator"
+MAX_TRACKED = 4096  # repeated Events whose count this process remembers
 
 
 def _now() -> str:
@@ -27,8 +29,17 @@ def _now() -> str:
 class EventRecorder:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
-        self._counts: dict[str, int] = {}
+        # Event name -> the count last written; least recently used dropped past MAX_TRACKED (as client-go's
+        # LRU): an Event forgotten here is looked up again on the conflict of its next create.
+        self._counts: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
+
+    def _remember(self, name: str, count: int) -> None:
+        """Under the lock."""
+        self._counts[name] = count
+        self._counts.move_to_end(name)
+        while len(self._counts) > MAX_TRACKED:
+            self._counts.popitem(last=False)
 
     def record(self, obj: KubeObject, event_type: str, reason: str, message: str) -> None:
         involved = name_of(obj)
@@ -41,7 +52,7 @@ class EventRecorder:
         try:
             with self._lock:
                 count = self._counts.get(name, 0) + 1
-                self._counts[name] = count
+                self._remember(name, count)
             if count > 1:
                 try:
                     self.kube.request(
@@ -77,13 +88,15 @@ class EventRecorder:
             }
             try:
                 self.kube.request("POST", path, body=body)
+                with self._lock:  # a new Event (the old one expired, or never was): it counts from 1 again
+                    self._remember(name, 1)
             except ApiError as exc:
                 if not exc.conflict:
                     raise
                 current = self.kube.request("GET", f"{path}/{name}")
                 count = int(current.get("count") or 1) + 1
                 with self._lock:
-                    self._counts[name] = count
+                    self._remember(name, count)
                 self.kube.request(
                     "PATCH",
                     f"{path}/{name}",

@@ -57,6 +57,7 @@ class Informer:
         self._failures = 0  # consecutive failed lists or watches
         self._progress = time.monotonic()  # last time a list, a watch or an event got through
         self._last_error = ""
+        self._delivered = False  # the current (or last) watch handed on at least one event or bookmark
 
     # -- the store -------------------------------------------------------------------------------------
 
@@ -89,6 +90,7 @@ class Informer:
 
     def run(self, stop: threading.Event) -> None:
         failures = 0
+        gone_in_a_row = 0  # 410s with nothing delivered between them: a server that keeps expiring us
         need_list = True
         while not stop.is_set():
             try:
@@ -96,12 +98,25 @@ class Informer:
                     self._relist()
                     need_list = False
                 self._watch(stop)
-                failures = self._failures = 0
+                failures = self._failures = gone_in_a_row = 0
             except ApiError as exc:
                 if exc.gone:
-                    log.info("watch expired, listing again", extra={"gvk": self._gvk})
                     metrics.WATCH_RESTARTS.labels(self._gvk, "expired").inc()
                     need_list = True
+                    gone_in_a_row = 0 if self._delivered else gone_in_a_row + 1
+                    if gone_in_a_row < 2:  # normal: the watch fell behind compaction once; list at once
+                        log.info("watch expired, listing again", extra={"gvk": self._gvk})
+                        continue
+                    # Expired again before a single event since the last list: a full list per turn
+                    # would hammer the API server, so wait as after a failure.
+                    delay = min(self.backoff_cap, 0.5 * 2**gone_in_a_row) * random.uniform(0.8, 1.2)
+                    log.warning(
+                        "watch expired %d times in a row without an event, listing again in %.1fs",
+                        gone_in_a_row,
+                        delay,
+                        extra={"gvk": self._gvk},
+                    )
+                    stop.wait(delay)
                     continue
                 failures = self._failed(str(exc))
                 metrics.WATCH_RESTARTS.labels(self._gvk, "error").inc()
@@ -177,10 +192,12 @@ class Informer:
             "timeoutSeconds": timeout,
             "labelSelector": self.label_selector,
         }
+        self._delivered = False
         for event in self.kube.stream(self.resource.path(self.namespace or None), query, READ_TIMEOUT):
             self._progress = time.monotonic()
             if stop.is_set():
                 return
+            self._delivered = self._delivered or event.get("type") != "ERROR"
             event_type, obj = event.get("type"), event.get("object") or {}
             if event_type == "ERROR":
                 raise ApiError(int(obj.get("code") or 500), str(obj.get("reason") or ""), str(obj.get("message")))

@@ -122,6 +122,29 @@ def test_an_expired_event_is_created_again() -> None:
     assert server.only()["reason"] == "Failed"
 
 
+def test_an_event_created_again_after_expiry_counts_from_one() -> None:
+    server = EventServer()
+    recorder = EventRecorder(server)  # type: ignore[arg-type]
+    for _ in range(4):
+        recorder.record(cr(), "Warning", "Failed", "quota exceeded")
+    server.events.clear()  # expired at count 4
+    for _ in range(2):
+        recorder.record(cr(), "Warning", "Failed", "quota exceeded")
+    assert server.only()["count"] == 2  # the new Event's own count, not 6
+
+
+def test_the_counts_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(events, "MAX_TRACKED", 3)
+    monkeypatch.setattr(events, "_now", lambda: "2024-01-01T00:00:00Z")
+    server = EventServer()
+    recorder = EventRecorder(server)  # type: ignore[arg-type]
+    for i in range(10):
+        recorder.record(cr(), "Warning", "Failed", f"message {i}")
+    assert len(recorder._counts) == 3
+    recorder.record(cr(), "Warning", "Failed", "message 0")  # forgotten here, found on the server: counted on
+    assert max(e["count"] for e in server.events.values()) == 2
+
+
 def test_an_event_another_recorder_created_is_counted_on_not_replaced() -> None:
     server = EventServer()
     EventRecorder(server).record(cr(), "Warning", "Failed", "quota exceeded")  # type: ignore[arg-type]

@@ -199,6 +199,16 @@ def test_gone_lists_again_and_reports_the_differences(gone: Any) -> None:
     assert run.stop.waits == []  # Gone is no failure: no backoff
 
 
+def test_gone_again_right_after_a_list_backs_off_instead_of_listing_in_a_tight_loop() -> None:
+    gone = ApiError(410, "Gone")
+    lists = [page("10"), page("11"), page("12"), page("13"), page("14"), page("16")]
+    run = Run(lists, [[gone], [gone], [gone], [gone], [bookmark("15")], [gone], []], backoff_cap=5.0).run()
+    # the first expiry lists at once; each further one without an event in between waits longer
+    assert run.stop.waits == [2.0, 4.0, 5.0]
+    assert len(run.kube.list_queries) == 6  # the initial list, four re-lists, and one after the bookmark
+    # a watch that delivered something (here a bookmark) starts the count over: its expiry lists at once
+
+
 def test_an_error_event_other_than_gone_is_a_failure_resumed_from_the_last_version() -> None:
     error = event("ERROR", {"kind": "Status", "code": 500, "reason": "InternalError", "message": "etcd"})
     run = Run([page("10")], [[event("ADDED", cr("a", "11")), error], []]).run()
