@@ -28,6 +28,8 @@ step() {
 
 # shellcheck source=hack/lib/log.sh
 . "$root/hack/lib/log.sh" test
+# shellcheck source=hack/lib/apt.sh
+. "$root/hack/lib/apt.sh"
 # shellcheck source=hack/lib/prometheus.sh
 . "$root/hack/lib/prometheus.sh"
 
