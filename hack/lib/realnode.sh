@@ -214,9 +214,19 @@ realnode_wait_ready() { # component
   kubelet)
     wait_for kubelet 60 curl -fsS "http://127.0.0.1:$(port_of kubelet-healthz)/healthz"
     wait_for "node $node_name Ready" 60 "${kubectl[@]}" wait --for=condition=Ready "node/$node_name" --timeout=2s
+    # A kubelet started again answers before it knows the pods it runs (exec: "pod does not exist").
+    wait_for "kubelet to know its pods" 60 realnode_kubelet_synced
     ;;
   kube-proxy) wait_for kube-proxy 60 curl -fsS "http://127.0.0.1:$(port_of proxy)/healthz" ;;
   esac
+}
+
+realnode_kubelet_synced() { # the kubelet lists at least the pods the API server has bound to its node
+  local kubectl=("$k8s_bin/kubectl" --kubeconfig "$state/admin.kubeconfig") want have
+  want=$("${kubectl[@]}" get pods --all-namespaces --field-selector "spec.nodeName=$node_name" -o name | wc -l)
+  have=$("${kubectl[@]}" get --raw "/api/v1/nodes/$node_name/proxy/pods" |
+    python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')
+  [ "$have" -ge "$want" ]
 }
 
 # After the control plane: the network, then containerd (and the images the node needs without a
@@ -261,11 +271,9 @@ realnode_down() {
       --grace-period=1 --wait=false >/dev/null 2>&1 || true
     wait_until 60 realnode_no_pods || log "pods still on $node_name after 60s; removing them through containerd"
   fi
-  stop_component kube-proxy 5
+  stop_components 10 kube-proxy kubelet registry
   [ -f "$node_dir/kube-proxy.yaml" ] && "$node_bin/kube-proxy" --config "$node_dir/kube-proxy.yaml" --cleanup \
     >>"$state/logs/kube-proxy.log" 2>&1 || true
-  stop_component kubelet 10
-  stop_component registry 5
   running containerd && realnode_remove_containers
   stop_component containerd 10
   local pid
@@ -328,6 +336,9 @@ realnode_remove_cgroups() {
 
 realnode_restore_host() {
   [ -f "$node_dir/host.before" ] || return 0
+  # The kubelet links each container's log here and unlinks it when it removes the container, which it
+  # had no time to do for containers that ended shortly before `down`.
+  find /var/log/containers -maxdepth 1 -type l -lname "$node_dir/*" -delete 2>/dev/null || true
   local kind what value
   while read -r kind what value; do
     case $kind in
