@@ -225,7 +225,7 @@ realnode_kubelet_synced() { # the kubelet lists at least the pods the API server
   local kubectl=("$k8s_bin/kubectl" --kubeconfig "$state/admin.kubeconfig") want have
   want=$("${kubectl[@]}" get pods --all-namespaces --field-selector "spec.nodeName=$node_name" -o name | wc -l)
   have=$("${kubectl[@]}" get --raw "/api/v1/nodes/$node_name/proxy/pods" |
-    python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')
+    python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"] or []))')
   [ "$have" -ge "$want" ]
 }
 
