@@ -22,6 +22,7 @@ cd "$root"
 archive=${1:-build/images/hybrid-operator.oci.tar}
 [ -r "$archive" ] || die "no image archive $archive: run hack/build-image.sh first"
 command -v pytest >/dev/null || die "pytest is not on PATH: export PATH=\$PWD/.venv/bin:\$PATH (hack/bootstrap.sh makes it)"
+python=$(dirname "$(command -v pytest)")/python # the venv's, beside its pytest
 export LOCAL_CLUSTER_NAME=${HYBRID_OPERATOR_REALNODE_BED:-realnode}
 unset LOCAL_CLUSTER_DIR LOCAL_CLUSTER_PORT
 
@@ -40,7 +41,7 @@ trap cleanup EXIT
 
 mkdir -p build
 before=build/realnode-footprint-before.json
-python -m tests.realnode.footprint >"$before"
+"$python" -m tests.realnode.footprint >"$before"
 bed_up=1
 timed "up --real-node (bed $LOCAL_CLUSTER_NAME)" hack/local-cluster.sh up --real-node >/dev/null
 timed "load $archive" hack/local-cluster.sh load "$archive" hybrid-operator:latest >/dev/null
