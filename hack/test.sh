@@ -32,8 +32,6 @@ step() {
 . "$root/hack/lib/log.sh" test
 # shellcheck source=hack/lib/apt.sh
 . "$root/hack/lib/apt.sh"
-# shellcheck source=hack/lib/apt.sh
-. "$root/hack/lib/apt.sh"
 # shellcheck source=hack/lib/prometheus.sh
 . "$root/hack/lib/prometheus.sh"
 
