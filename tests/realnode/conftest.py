@@ -2,9 +2,9 @@
 
 These tests need a bed with a real node (``hack/local-cluster.sh up --real-node``, root on Debian) and the
 operator image loaded into it (``hack/local-cluster.sh load build/images/hybrid-operator.oci.tar
-hybrid-operator:latest``); ``hack/test.sh`` does both in its real-node step. Everything is real: the
-kubelet runs containers with runc, images come from containerd, Services go through kube-proxy's
-iptables rules. On any other cluster they are skipped, saying why.
+hybrid-operator:latest``); ``hack/test-realnode.sh`` (hack/test.sh's real-node step) does both.
+Everything is real: the kubelet runs containers with runc, images come from containerd, Services go
+through kube-proxy's iptables rules. On any other cluster they are skipped, saying why.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a real node leaves on the host, as a comparable snapshot: the before/after of ``up --real-node``/``down``.
 
-``hack/test.sh`` saves one snapshot before ``hack/local-cluster.sh up --real-node`` and, after ``down``,
+``hack/test-realnode.sh`` saves one snapshot before ``hack/local-cluster.sh up --real-node`` and, after ``down``,
 ``test_leaves_nothing.py`` takes another and compares them. Run by hand (as root, like the bed):
 
     python -m tests.realnode.footprint > before.json      # then up --real-node ... down, then:

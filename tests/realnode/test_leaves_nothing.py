@@ -7,8 +7,9 @@ left, the sysctls the kubelet and the CNI plugin change are back, and the host p
 Why a saved snapshot and a separate run instead of a test that calls `down` itself: bringing a real node
 up and down inside a test costs the bed the other real-node tests run on (and another `up`, ~20 s, in
 CI); comparing the whole host before and after the CI step's own `up`/`down` tests exactly the path a
-developer takes, and on a CI machine nothing else changes the host between the two snapshots. hack/test.sh
-saves the snapshot, runs the other tests, `down`, then this with HYBRID_OPERATOR_REALNODE_BEFORE set.
+developer takes, and on a CI machine nothing else changes the host between the two snapshots.
+hack/test-realnode.sh saves the snapshot, runs the other tests, `down`, then this with
+HYBRID_OPERATOR_REALNODE_BEFORE set.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ def test_down_leaves_nothing_behind() -> None:
     saved = os.environ.get("HYBRID_OPERATOR_REALNODE_BEFORE")
     if not saved:
         pytest.skip(
-            "needs a footprint saved before `up --real-node` and a `down` since: "
-            "HYBRID_OPERATOR_REALNODE_BEFORE=<python -m tests.realnode.footprint output> (hack/test.sh does it)"
+            "needs a footprint saved before `up --real-node` and a `down` since: HYBRID_OPERATOR_REALNODE_BEFORE="
+            "<python -m tests.realnode.footprint output> (hack/test-realnode.sh does it)"
         )
     if os.geteuid() != 0:
         pytest.skip("reading iptables and every process's executable needs root, as the real node does")

@@ -4,8 +4,8 @@ What kwok cannot show: the image starts under the Deployment's security context,
 pass against the operator's own /healthz and /readyz, the Foo sample's nginx Deployment really runs (its
 ``nginx:latest`` pulled from the bed's registry), a Service in front of it answers HTTP through
 kube-proxy, and ``kubectl logs`` and ``kubectl exec`` reach that pod through the API server and the
-kubelet. Needs the image loaded into the node (conftest.py says how); hack/test.sh runs this in its
-real-node step.
+kubelet. Needs the image loaded into the node (conftest.py says how); hack/test-realnode.sh (hack/test.sh's
+real-node step) runs it.
 """
 
 from __future__ import annotations
