@@ -2,17 +2,22 @@
 # A real, single-node Kubernetes control plane on loopback, built from source.
 #
 #   hack/local-cluster.sh up       build (first time only), start, print the admin kubeconfig path last
+#   hack/local-cluster.sh up --real-node   the same plus a real node (containerd, kubelet, kube-proxy; root,
+#                                  Debian; one per machine): pods run as real containers (hack/lib/realnode.sh)
+#   hack/local-cluster.sh load ARCHIVE [NAME]  import an image archive into the real node's containerd
 #   hack/local-cluster.sh down     stop every process started here (by pid file) and remove the state
 #   hack/local-cluster.sh status   what runs, on which ports, with which versions
 #   hack/local-cluster.sh env      shell lines to eval: KUBECONFIG and a PATH with our own kubectl first
+#                                  (a real-node bed: also CONTAINERD_ADDRESS/NAMESPACE for ctr)
 #   hack/local-cluster.sh build    only build (or check) the cached binaries
 #   hack/local-cluster.sh restart C  stop component C (SIGTERM, SIGKILL after a short grace), start it again
 #                                  with the same data and ports, wait until it is ready
 #   hack/local-cluster.sh kill C   SIGKILL component C and leave it down (`up` or `restart C` brings it back)
 #   hack/local-cluster.sh compact  compact etcd's history at its current revision; prints the revision
 #
-# Components (C): etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok. `up` on a bed with
-# stopped components starts just those, with the same data and ports.
+# Components (C): etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok; on a real-node bed
+# also containerd, registry, kubelet, kube-proxy. `up` on a bed with stopped components starts just those,
+# with the same data and ports (a real-node bed stays one: its state says so).
 #
 # What runs: etcd, kube-apiserver (TLS, RBAC, service-account signing key), kube-controller-manager,
 # kube-scheduler and kwok (fake nodes that make pods Running and Ready). Versions are pinned in
@@ -32,6 +37,10 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/lib/log.sh" local-cluster
 # shellcheck source=hack/lib/proc.sh
 . "$here/lib/proc.sh"
+# shellcheck source=hack/lib/apt.sh
+. "$here/lib/apt.sh"
+# shellcheck source=hack/lib/template.sh
+. "$here/lib/template.sh"
 # shellcheck source=hack/versions.env
 . "$here/versions.env"
 
@@ -47,98 +56,14 @@ components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 export GOTOOLCHAIN=${GOTOOLCHAIN_OVERRIDE:-auto}
 export GOFLAGS="-buildvcs=false -trimpath"
 
-# ---------------------------------------------------------------------------------------------- build
-
-# A throwaway Go module that requires k8s.io/kubernetes and points every staging module
-# (k8s.io/api, k8s.io/client-go, ...) at its published v0.x.y twin: the known way to build
-# Kubernetes commands from the module proxy instead of a git checkout.
-write_k8s_build_module() {
-  local dir=$1 gomod staging
-  gomod=$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
-  staging="v0.${KUBERNETES_VERSION#v1.}"
-  {
-    echo "module hybrid-operator.local/kubernetes-build"
-    echo
-    echo "go $(sed -n 's/^go //p' "$gomod")"
-    echo
-    echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
-    echo
-    echo "replace ("
-    sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\t\1 => \1 '"$staging"'#p' "$gomod"
-    echo ")"
-  } >"$dir/go.mod"
-  {
-    echo "//go:build tools"
-    echo
-    echo "package tools"
-    echo
-    echo "import ("
-    for c in "${k8s_cmds[@]}"; do echo "	_ \"k8s.io/kubernetes/cmd/$c\""; done
-    echo ")"
-  } >"$dir/tools.go"
-}
-
-k8s_ldflags() {
-  local pkg minor=${KUBERNETES_VERSION#v1.}
-  minor=${minor%%.*}
-  local flags="-s -w"
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    flags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-    flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-  done
-  echo "$flags"
-}
-
-build_kubernetes() {
-  local c missing=0
-  for c in "${k8s_cmds[@]}"; do [ -x "$k8s_bin/$c" ] || missing=1; done
-  [ "$missing" -eq 0 ] && return 0
-  log "building Kubernetes $KUBERNETES_VERSION (${k8s_cmds[*]}); first time only, 15-30 min on 2 cores"
-  local dir=$cache/build/kubernetes-$KUBERNETES_VERSION
-  rm -rf "$dir" "$k8s_bin.tmp" && mkdir -p "$dir" "$k8s_bin.tmp"
-  write_k8s_build_module "$dir"
-  (cd "$dir" && run_logged "resolving modules" "$dir/tidy.log" go mod tidy)
-  local pkgs=()
-  for c in "${k8s_cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
-  (cd "$dir" && run_logged "compiling Kubernetes" "$dir/build.log" \
-    go build -ldflags "$(k8s_ldflags)" -o "$k8s_bin.tmp/" "${pkgs[@]}")
-  mv "$k8s_bin.tmp" "$k8s_bin"
-}
-
-# etcd and kwok carry replace directives of their own, so `go install pkg@version` refuses them;
-# a one-line build module that requires them at the pinned version builds them the same way.
-build_simple() {
-  local what=$1 module=$2 version=$3 pkg=$4 out=$5
-  [ -x "$out/$what" ] && return 0
-  log "building $what $version; first time only, a few minutes"
-  local dir=$cache/build/$what-$version
-  rm -rf "$dir" "$out.tmp" && mkdir -p "$dir" "$out.tmp"
-  printf 'module hybrid-operator.local/%s-build\n\ngo 1.24\n\nrequire %s %s\n' "$what" "$module" "$version" >"$dir/go.mod"
-  printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >"$dir/tools.go"
-  (cd "$dir" && run_logged "resolving $what modules" "$dir/tidy.log" go mod tidy)
-  (cd "$dir" && run_logged "compiling $what" "$dir/build.log" go build -ldflags "-s -w" -o "$out.tmp/$what" "$pkg")
-  mv "$out.tmp" "$out"
-}
-
-# kwok's own "fast" stages (node ready + lease heartbeat, pods ready at once), rendered from the
-# kwok module's kustomize tree with our kubectl and cached beside the kwok binary.
-kwok_stages() {
-  local out=$kwok_bin/stages.yaml dir
-  [ -s "$out" ] && return 0
-  dir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
-  "$k8s_bin/kubectl" kustomize "$dir/kustomize/stage/fast" >"$out.tmp"
-  mv "$out.tmp" "$out"
-}
-
-build_all() {
-  command -v go >/dev/null || die "Go is required to build the test bed (https://go.dev/doc/install)"
-  mkdir -p "$cache/bin" "$cache/build"
-  build_simple etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3 "$etcd_bin"
-  build_simple kwok sigs.k8s.io/kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok "$kwok_bin"
-  build_kubernetes
-  kwok_stages
-}
+# Building the binaries (cached, keyed by version): hack/lib/k8s-build.sh. The real node: hack/lib/realnode*.sh.
+# shellcheck source=hack/lib/k8s-build.sh
+. "$here/lib/k8s-build.sh"
+# shellcheck source=hack/lib/realnode.sh
+. "$here/lib/realnode.sh"
+# shellcheck source=hack/lib/realnode-images.sh
+. "$here/lib/realnode-images.sh"
+is_real_node && components+=("${node_components[@]}")
 
 # ---------------------------------------------------------------------------------------------- state
 
@@ -167,64 +92,8 @@ port_of() { sed -n "s/^$1=//p" "$state/ports" 2>/dev/null; }
 
 # ---------------------------------------------------------------------------------------------- PKI
 
-sign() { # name subject extfile (run inside the pki dir)
-  openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null
-  openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$1.crt" -days 3650 \
-    -extfile "$3" 2>/dev/null
-  rm -f "$1.csr"
-}
-
-# A CA, the apiserver's serving cert, client certs for each identity, and the service-account key.
-make_pki() {
-  local pki=$state/pki
-  [ -f "$pki/sa.pub" ] && return 0
-  command -v openssl >/dev/null || die "openssl is required"
-  mkdir -p "$pki" && chmod 700 "$pki"
-  (
-    cd "$pki" || exit 1
-    # The extensions a strict X.509 check wants (Python >= 3.13 verifies strictly by default): a CA with a
-    # critical keyUsage, certificates that name the key that signed them.
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
-      -subj "/CN=hybrid-operator-local-ca" -addext "basicConstraints=critical,CA:TRUE" \
-      -addext "keyUsage=critical,keyCertSign,cRLSign" -addext "subjectKeyIdentifier=hash" 2>/dev/null
-    leaf="basicConstraints=critical,CA:FALSE
-keyUsage=critical,digitalSignature,keyEncipherment
-subjectKeyIdentifier=hash
-authorityKeyIdentifier=keyid:always"
-    {
-      echo "$leaf"
-      echo "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
-      echo "extendedKeyUsage=serverAuth"
-    } >server.ext
-    printf '%s\nextendedKeyUsage=clientAuth\n' "$leaf" >client.ext
-    sign server "/CN=kube-apiserver" server.ext
-    sign admin "/O=system:masters/CN=kubernetes-admin" client.ext
-    sign user "/CN=plain-user" client.ext
-    sign kube-controller-manager "/CN=system:kube-controller-manager" client.ext
-    sign kube-scheduler "/CN=system:kube-scheduler" client.ext
-    openssl genrsa -out sa.key 2048 2>/dev/null
-    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
-  ) || die "could not create certificates in $pki"
-}
-
-kubeconfig_for() { # identity port -> writes $state/<identity>.kubeconfig
-  local who=$1 port=$2 pki=$state/pki
-  {
-    echo "apiVersion: v1"
-    echo "kind: Config"
-    echo "clusters:"
-    echo "- name: local"
-    echo "  cluster: {server: 'https://127.0.0.1:$port', certificate-authority: '$pki/ca.crt'}"
-    echo "users:"
-    echo "- name: $who"
-    echo "  user: {client-certificate: '$pki/$who.crt', client-key: '$pki/$who.key'}"
-    echo "contexts:"
-    echo "- name: $who@local"
-    echo "  context: {cluster: local, user: $who, namespace: default}"
-    echo "current-context: $who@local"
-  } >"$state/$who.kubeconfig"
-  chmod 600 "$state/$who.kubeconfig"
-}
+# shellcheck source=hack/lib/pki.sh
+. "$here/lib/pki.sh"
 
 # ---------------------------------------------------------------------------------------------- up
 
@@ -265,7 +134,9 @@ start_kube_apiserver() {
     --service-account-issuer https://kubernetes.default.svc \
     --service-cluster-ip-range 10.96.0.0/16 \
     --endpoint-reconciler-type none \
-    --allow-privileged=true
+    --allow-privileged=true \
+    --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types InternalIP,Hostname
 }
 
 start_kube_controller_manager() {
@@ -312,6 +183,7 @@ wait_ready() { # component: until it answers its health check
   kube-controller-manager) wait_for "$1" 60 curl -kfsS "https://127.0.0.1:$(port_of controller-manager)/healthz" ;;
   kube-scheduler) wait_for "$1" 60 curl -kfsS "https://127.0.0.1:$(port_of scheduler)/healthz" ;;
   kwok) wait_for kwok 60 curl -fsS "http://127.0.0.1:$(port_of kwok)/healthz" ;;
+  *) realnode_wait_ready "$1" ;;
   esac
 }
 
@@ -351,6 +223,13 @@ stop_component() { # component grace-seconds (0: SIGKILL at once)
   rm -f "$f"
 }
 
+stop_components() { # grace-seconds component...: stop_component for each, all at once
+  local grace=$1 c
+  shift
+  for c in "$@"; do stop_component "$c" "$grace" & done
+  wait
+}
+
 # Room for 10,000 pods: the benchmark's 1,000 Foos ask for up to 3,000 (at 1,000 half of them stayed Pending).
 node_manifest() {
   cat <<'YAML'
@@ -387,7 +266,19 @@ plan_ports() {
 }
 
 cmd_up() {
+  case ${1:-} in
+  "") ;;
+  --real-node) real_node=1 ;;
+  *) die "usage: $0 up [--real-node]" ;;
+  esac
+  if is_real_node || [ -n "${real_node:-}" ]; then
+    real_node=1
+    realnode_preflight
+    realnode_lock # here already, so a bed that cannot have the node says so before any build
+    [[ " ${components[*]} " == *" kubelet "* ]] || components+=("${node_components[@]}")
+  fi
   build_all
+  [ -z "${real_node:-}" ] || realnode_build
   if [ -f "$state/admin.kubeconfig" ] && all_running; then
     log "already running (name $name)"
     echo "$state/admin.kubeconfig"
@@ -405,6 +296,8 @@ cmd_up() {
     make_pki
     plan_ports
   fi
+  pki_current
+  [ -z "${real_node:-}" ] || realnode_lock
   mkdir -p "$state/run" "$state/logs"
   # etcd before the apiserver before its clients; the three clients start together and are waited for after.
   for c in etcd kube-apiserver; do running "$c" || start_component "$c"; done
@@ -421,6 +314,7 @@ cmd_up() {
   wait_for "node registration" 30 "${kubectl[@]}" apply -f "$state/node.yaml"
   wait_for "node Ready" 60 "${kubectl[@]}" wait --for=condition=Ready node/kwok-node-0 --timeout=2s
   wait_for "default service account" 60 "${kubectl[@]}" get serviceaccount default -n default
+  is_real_node && realnode_up
   log "ready in $((SECONDS - started))s: kubectl --kubeconfig $state/admin.kubeconfig get nodes"
   echo "$state/admin.kubeconfig"
 }
@@ -428,6 +322,7 @@ cmd_up() {
 component_arg() { # the component named on the command line, or die
   local c
   for c in "${components[@]}"; do [ "${1:-}" = "$c" ] && return 0; done
+  is_real_node || [[ " ${node_components[*]} " != *" ${1:-} "* ]] || die "test bed '$name' has no real node"
   die "name one of: ${components[*]}"
 }
 
@@ -462,11 +357,12 @@ cmd_compact() {
 
 cmd_down() {
   local keep=${1:-} c
-  for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
-    stop_component "$c" 5
-  done
+  realnode_down
+  # etcd last, the rest together (each takes a second or two to shut down cleanly)
+  stop_components 5 kwok kube-scheduler kube-controller-manager kube-apiserver
+  stop_component etcd 5
   if [ "$keep" = keep-pki ]; then
-    rm -rf "$state/etcd" "$state/run" "$state/ports"
+    rm -rf "$state/etcd" "$state/run" "$state/ports" "$node_dir" "$state/real-node"
   else
     rm -rf "$state"
   fi
@@ -493,16 +389,23 @@ cmd_status() {
   if [ "$any" -eq 1 ]; then
     echo "kubeconfig: $state/admin.kubeconfig (no rights: $state/user.kubeconfig)"
   fi
+  if is_real_node; then
+    echo "real node: $node_name ($node_ip, bridge $node_bridge); images: ctr --address $node_dir/containerd/containerd.sock -n k8s.io images ls"
+  fi
   return 0
 }
 
 cmd_env() {
   echo "export KUBECONFIG=$state/admin.kubeconfig"
   echo "export PATH=$k8s_bin:\$PATH"
+  if is_real_node; then # `ctr` reads these: images and containers of the real node
+    echo "export CONTAINERD_ADDRESS=$node_dir/containerd/containerd.sock CONTAINERD_NAMESPACE=k8s.io"
+    echo "export LOCAL_CLUSTER_REAL_NODE=$node_name"
+  fi
 }
 
 case "${1:-}" in
-up) cmd_up ;;
+up) cmd_up "${2:-}" ;;
 down) cmd_down ;;
 status) cmd_status ;;
 env) cmd_env ;;
@@ -510,5 +413,6 @@ build) build_all ;;
 restart) cmd_restart "${2:-}" ;;
 kill) cmd_kill "${2:-}" ;;
 compact) cmd_compact ;;
-*) die "usage: $0 up|down|status|env|build|restart <component>|kill <component>|compact" ;;
+load) cmd_load "${2:-}" "${3:-}" ;;
+*) die "usage: $0 up [--real-node]|down|status|env|build|restart <component>|kill <component>|compact|load ARCHIVE [NAME]" ;;
 esac

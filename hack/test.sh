@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this):
 #   lint and types -> unit tests -> integration tests on a real API server -> the images (built by
-#   hack/build-image.sh, run on the test bed) -> Molecule (default scenario)
+#   hack/build-image.sh, run on the test bed) -> the real node (hack/test-realnode.sh: deploy/ on a bed
+#   with a real kubelet and containerd) -> Molecule (default scenario)
 #   -> the other supported ansible-core minors -> the canary (newest ansible-core; never fails CI)
 # promtool and prometheus (the alert rules' tests, a real Prometheus in the integration tests) come from
 # Debian's prometheus package, installed when missing if we are root on Debian (hack/lib/prometheus.sh).
@@ -10,7 +11,8 @@
 # stops it again at the end. OpenStack tests use $OS_CLOUD if set, else the local cloud
 # (hack/local-cloud.sh); HYBRID_OPERATOR_SKIP_CLOUD=1 skips them. The image step needs root on Debian (or
 # Docker/Podman with registry access); HYBRID_OPERATOR_SKIP_IMAGE=1 skips it, saying so. If the images
-# cannot be built, the run fails. The matrix and the canary are hack/test-matrix.sh;
+# cannot be built, the run fails. The real-node step needs root on Debian and the image;
+# HYBRID_OPERATOR_SKIP_REALNODE=1 skips it, saying so. The matrix and the canary are hack/test-matrix.sh;
 # HYBRID_OPERATOR_SKIP_MATRIX=1 skips both. Each step's time is printed at the end.
 #   hack/test.sh [pytest args...]
 set -euo pipefail
@@ -28,6 +30,8 @@ step() {
 
 # shellcheck source=hack/lib/log.sh
 . "$root/hack/lib/log.sh" test
+# shellcheck source=hack/lib/apt.sh
+. "$root/hack/lib/apt.sh"
 # shellcheck source=hack/lib/prometheus.sh
 . "$root/hack/lib/prometheus.sh"
 
@@ -63,8 +67,8 @@ trap cleanup EXIT
 eval "$(hack/local-cluster.sh env | grep PATH)"
 
 step "pytest: unit, integration, cloud"
-markers=(-m "not image")
-if [ -n "${HYBRID_OPERATOR_SKIP_CLOUD:-}" ]; then markers=(-m "not cloud and not image"); fi
+markers=(-m "not image and not realnode")
+if [ -n "${HYBRID_OPERATOR_SKIP_CLOUD:-}" ]; then markers=(-m "not cloud and not image and not realnode"); fi
 pytest -p no:cacheprovider -ra --durations=25 "${markers[@]}" "$@"
 
 if [ -n "${HYBRID_OPERATOR_SKIP_IMAGE:-}" ]; then
@@ -74,6 +78,15 @@ else
   archive=$(hack/build-image.sh | tail -n 1)
   HYBRID_OPERATOR_IMAGE_ARCHIVE=$archive HYBRID_OPERATOR_REQUIRE_IMAGE=1 \
     pytest -p no:cacheprovider -ra -m image tests/integration/test_image.py
+fi
+
+if [ -n "${HYBRID_OPERATOR_SKIP_REALNODE:-}" ]; then
+  step "real node: SKIPPED (HYBRID_OPERATOR_SKIP_REALNODE is set)"
+elif [ -n "${HYBRID_OPERATOR_SKIP_IMAGE:-}" ]; then
+  step "real node: SKIPPED (it runs the image, and HYBRID_OPERATOR_SKIP_IMAGE is set)"
+else
+  step "real node: deploy/ on a bed with a real kubelet and containerd, then down leaves nothing"
+  hack/test-realnode.sh "$archive"
 fi
 
 step "molecule: default scenario against the test bed"

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The real-node tests, as hack/test.sh runs them after the images (root on Debian; one real node per
+# machine, so no other bed may hold it):
+#
+#   hack/test-realnode.sh [ARCHIVE]   ARCHIVE: the operator image (default build/images/hybrid-operator.oci.tar,
+#                                     what hack/build-image.sh prints)
+#
+# 1. a footprint of the host (tests/realnode/footprint.py: iptables, links, netns, mounts, cgroups, node
+#    processes, sysctls, paths);
+# 2. a bed of its own with a real node (LOCAL_CLUSTER_NAME=${HYBRID_OPERATOR_REALNODE_BED:-realnode}),
+#    `hack/local-cluster.sh up --real-node`, the image loaded as hybrid-operator:latest (deploy/'s name);
+# 3. pytest -m realnode tests/realnode/test_real_node.py on it: deploy/ applied unchanged, the Foo sample,
+#    its nginx through a Service, logs and exec;
+# 4. `down`, then tests/realnode/test_leaves_nothing.py: the host as the footprint found it.
+# The bed is brought down on failure too (HYBRID_OPERATOR_KEEP_TESTBED=1 keeps it to look at). Each
+# part's time is printed at the end.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+# shellcheck source=hack/lib/log.sh
+. "$root/hack/lib/log.sh" test-realnode
+archive=${1:-build/images/hybrid-operator.oci.tar}
+[ -r "$archive" ] || die "no image archive $archive: run hack/build-image.sh first"
+command -v pytest >/dev/null || die "pytest is not on PATH: export PATH=\$PWD/.venv/bin:\$PATH (hack/bootstrap.sh makes it)"
+python=$(dirname "$(command -v pytest)")/python # the venv's, beside its pytest
+export LOCAL_CLUSTER_NAME=${HYBRID_OPERATOR_REALNODE_BED:-realnode}
+unset LOCAL_CLUSTER_DIR LOCAL_CLUSTER_PORT
+
+times=()
+timed() { # description command...
+  local start=$SECONDS
+  "${@:2}"
+  times+=("$(printf '%5d s  %s' $((SECONDS - start)) "$1")")
+}
+
+bed_up=0
+cleanup() {
+  if [ "$bed_up" = 1 ] && [ -z "${HYBRID_OPERATOR_KEEP_TESTBED:-}" ]; then hack/local-cluster.sh down || true; fi
+}
+trap cleanup EXIT
+
+mkdir -p build
+before=build/realnode-footprint-before.json
+"$python" -m tests.realnode.footprint >"$before"
+bed_up=1
+timed "up --real-node (bed $LOCAL_CLUSTER_NAME)" hack/local-cluster.sh up --real-node >/dev/null
+timed "load $archive" hack/local-cluster.sh load "$archive" hybrid-operator:latest >/dev/null
+kubeconfig=$(hack/local-cluster.sh env | sed -n 's/^export KUBECONFIG=//p')
+timed "pytest -m realnode: deploy/ on the real node" \
+  env KUBECONFIG="$kubeconfig" pytest -p no:cacheprovider -ra -m realnode tests/realnode/test_real_node.py
+timed "down" hack/local-cluster.sh down
+bed_up=0
+timed "down left nothing" env HYBRID_OPERATOR_REALNODE_BEFORE="$before" \
+  pytest -p no:cacheprovider -ra -m realnode tests/realnode/test_leaves_nothing.py
+printf '%s\n' "${times[@]}"
