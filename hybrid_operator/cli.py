@@ -18,6 +18,7 @@ import sys
 import threading
 from http.server import ThreadingHTTPServer
 from importlib import metadata
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -50,9 +51,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="watch the kinds in watches.yaml and reconcile them")
     add_run_flags(run)
-    check = sub.add_parser("check", help="validate watches.yaml and exit")
+    check = sub.add_parser(
+        "check",
+        help="validate watches.yaml, and warn where its roles hit a pitfall of moving from ansible-core 2.18",
+        description="Validate watches.yaml (exit 2 when it is refused), then read the roles and playbooks it names "
+        "(and the roles beside it) for what docs/porting.md lists that a role's text shows: one line per finding, "
+        "file:line and the page's section. Exit 0 with warnings, 1 with --strict.",
+    )
     check.add_argument("--watches-file", default="./watches.yaml")
     check.add_argument("--ansible-roles-path", default="")
+    check.add_argument("--strict", action="store_true", help="exit 1 when there is a porting warning")
     once = sub.add_parser(
         "reconcile",
         help="apply the custom resource in FILE and reconcile it once, as `run` would, without watching",
@@ -110,8 +118,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     try:
         watches = load_watches(
             Path(args.watches_file), roles_paths=[Path(p) for p in args.ansible_roles_path.split(":") if p]
@@ -121,13 +127,43 @@ def _check(args: argparse.Namespace) -> int:
         return 2
     for w in watches:
         print(f"{w.gvk}: {w.target.describe()}" + (f", finalizer {w.finalizer.name}" if w.finalizer else ""))
-    return 0
+    return _check_porting(watches, Path(args.watches_file), strict=args.strict)
+
+
+def _check_porting(watches: list[Any], watches_file: Path, *, strict: bool) -> int:
+    """The porting warnings (``project.porting``) of the watched roles and playbooks; the exit code."""
+    from hybrid_operator.project import porting
+
+    targets = [(w.target.role, w.target.playbook) for w in watches]
+    targets += [
+        (w.finalizer.target.role, w.finalizer.target.playbook) for w in watches if w.finalizer and w.finalizer.target
+    ]
+    watch_vars = {name: value for w in watches for name, value in w.vars.items()}
+    try:
+        findings = porting.check(porting.scope_of(targets, [watches_file.resolve().parent], watch_vars))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    unchecked = [finding for finding in findings if finding.pitfall is None]
+    findings = [finding for finding in findings if finding.pitfall is not None]
+    shown = findings[: porting.MAX_SHOWN]
+    for finding in shown:
+        print(finding.render())
+    for note in unchecked[:5]:  # a template under tasks/ that a role renders with lookup: not YAML
+        print(f"note: {note.render()}", file=sys.stderr)
+    if len(unchecked) > 5:
+        print(f"note: {len(unchecked) - 5} more files not checked", file=sys.stderr)
+    if findings:
+        more = f" ({len(findings) - len(shown)} not shown)" if len(findings) > len(shown) else ""
+        print(
+            f"{len(findings)} place(s){more} that ansible-core 2.19+ reads differently from 2.18: see {porting.PAGE}",
+            file=sys.stderr,
+        )
+    return 1 if findings and strict else 0
 
 
 def _reconcile_file(args: argparse.Namespace) -> int:
     """``reconcile FILE``: task lines as they come, then the status; exit 0, 1 (failed run) or 2 (bad input)."""
-    from pathlib import Path
-
     import yaml
 
     from hybrid_operator.reactor import oneshot
@@ -157,8 +193,6 @@ def _print_task_lines(event: dict[str, Any]) -> None:
 
 
 def _scaffold(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from hybrid_operator.ansible.reserved import reserved_names
     from hybrid_operator.project import scaffolding
 
@@ -189,8 +223,6 @@ def _scaffold(args: argparse.Namespace) -> int:
 
 def _generate_crds(args: argparse.Namespace) -> int:
     """``generate crds``: 0 when nothing changed (or, with --check, nothing would), 1 with --check and a diff."""
-    from pathlib import Path
-
     from hybrid_operator.ansible.reserved import reserved_names
     from hybrid_operator.project import crds
 

@@ -48,8 +48,11 @@ from hybrid_operator.ansible import compat, extravars, inputdir
 
 log = logging.getLogger(__name__)
 
-# Per-task magic variables that no play-level source lists (the rest come from ansible-core).
+# Per-task magic variables that no play-level source lists (the rest come from ansible-core), and the names
+# Jinja itself reads as literals or an operator, never as a variable (2.19 and later also list them; 2.18
+# does not, and a spec key refused on one minor is refused on all).
 _TASK_MAGIC = frozenset({"hostvars", "role_name", "role_path", "role_uuid", "item"})
+_JINJA_NAMES = frozenset({"true", "false", "none", "True", "False", "None", "not"})
 
 # Each source is tried on its own: a source that moved in a newer ansible-core is reported and skipped,
 # the others still count (and every ``ansible_*`` and ``_*`` name is refused whatever the sources say).
@@ -78,7 +81,10 @@ for probe_name in ("data", "hostile"):
     result[probe_name] = loaded_extra_vars(ARGS[probe_name])
 try:
     module, owner, attribute = ARGS["decoder_keys"]
-    result["keys"] = sorted(str(k) for k in getattr(getattr(importlib.import_module(module), owner), attribute))
+    found = getattr(getattr(importlib.import_module(module), owner), attribute)
+    if callable(found):  # a decoder hook comparing each key with string constants (2.18)
+        found = [c for c in found.__code__.co_consts if isinstance(c, str) and c.startswith("__ansible_")]
+    result["keys"] = sorted(str(k) for k in found)
 except Exception as exc:
     missing.append(f"decoder keys: {exc!r}")
 def source(name, get):
@@ -106,12 +112,14 @@ def template_globals():
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar
     return Templar(DataLoader()).environment.globals
-def template_keywords():  # a private name of ansible-core: where it is, is compat.TEMPLATE_KEYWORDS
+def template_keywords():  # a private name of ansible-core: where it is, is compat.template_keywords()
     module, attribute = ARGS["template_keywords"]
     return getattr(importlib.import_module(module), attribute)
 for item in (connection_vars, magic, template_globals, template_keywords):
-    source(item.__name__, item)
-json.dump({**result, "names": sorted(names), "missing": missing}, sys.stdout)
+    if item is not template_keywords or ARGS["template_keywords"]:
+        source(item.__name__, item)
+# What the loader returned may hold objects JSON cannot write (2.18's vault wrapper): their type name will do.
+json.dump({**result, "names": sorted(names), "missing": missing}, sys.stdout, default=lambda o: type(o).__name__)
 """
 # The check's template: its text and what it renders to differ, so a templated string is seen.
 _TEMPLATE, _RENDERED = "{{ 'hyop' ~ 'rendered' }}", "hyoprendered"
@@ -162,7 +170,7 @@ def reservations() -> Reservations:
 def _probe() -> Reservations:
     env = {**os.environ, "ANSIBLE_DEPRECATION_WARNINGS": "false", "ANSIBLE_NOCOLOR": "true"}
     with tempfile.TemporaryDirectory(prefix="hybrid-operator-probe-") as scratch:
-        args: dict[str, Any] = {"template_keywords": compat.TEMPLATE_KEYWORDS, "decoder_keys": compat.DECODER_KEYS}
+        args: dict[str, Any] = {"template_keywords": compat.template_keywords(), "decoder_keys": compat.decoder_keys()}
         for name in ("data", "hostile"):
             args[name] = str(Path(scratch) / name)
             Path(args[name]).write_text(extravars.dump(_probe_vars(name == "hostile", unsafe=True)), "utf-8")
@@ -182,14 +190,15 @@ def _probe() -> Reservations:
         # Without the list the prefix rules still hold (every ansible_*, _* and __ansible_* name).
         why = _failure(done)
         log.error("could not ask the installed Ansible what it reserves; refusing runs until it answers: %s", why)
-        return Reservations(_TASK_MAGIC, extravars.KNOWN_RESERVED_KEYS, f"the check could not run: {why}", False)
-    for problem in found.get("missing", []):
-        log.warning("a source of Ansible's reserved names is unavailable: %s", problem)
+        refused = f"the check could not run: {why}"
+        return Reservations(_TASK_MAGIC | _JINJA_NAMES, extravars.KNOWN_RESERVED_KEYS, refused, False)
+    for missing in found.get("missing", []):
+        log.warning("a source of Ansible's reserved names is unavailable: %s", missing)
     keys = frozenset(found.get("keys", [])) | extravars.KNOWN_RESERVED_KEYS
     problem = loading_problem(found.get("data"), found.get("hostile"), _probe_vars(False, unsafe=False))
     if problem:
         log.error("refusing every run: the installed Ansible does not read the extra vars as data: %s", problem)
-    return Reservations(frozenset(found.get("names", [])) | _TASK_MAGIC, keys, problem)
+    return Reservations(frozenset(found.get("names", [])) | _TASK_MAGIC | _JINJA_NAMES, keys, problem)
 
 
 def _failure(done: object) -> str:
@@ -234,7 +243,10 @@ def loading_problem(data: Any, hostile: Any, expected: dict[str, Any]) -> str | 
     for name, got in (("loaded", loaded), ("templated", templated)):
         if got != expected:
             return f"the probe {name} differs from what was written: {_first_difference(expected, got)}"
-    if isinstance(hostile, dict) and _RENDERED in json.dumps(hostile.get("templated")):
+    templated_hostile = hostile.get("templated") if isinstance(hostile, dict) else None
+    if isinstance(templated_hostile, dict):  # 2.18 loads it: the decoder takes those keys as its own
+        templated_hostile.pop(_CONTROL, None)
+    if _RENDERED in json.dumps(templated_hostile):
         return "a resource holding a reserved key had its strings rendered as templates"
     return None
 

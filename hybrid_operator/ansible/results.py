@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hybrid_operator.ansible import apistatus
+
 RESULT_KEY = "hybrid_operator"  # the key our action plugins put in their results
 # Task actions whose ``period`` result operator-sdk's Ansible operator takes as a requeue request.
 UPSTREAM_REQUEUE = ("operator_sdk.util.requeue_after", "requeue_after")
@@ -51,6 +53,7 @@ class ToleratedFailure:
     how: str  # "ignore_errors" | "rescued"
 
 
+MAX_FAILURE_MESSAGE = 1000  # as the reactor bounds the messages of failures found before a run
 MAX_TOLERATED_KEPT = 10  # tolerated failures kept (and logged) per run; the rest are only counted
 _MAX_TOLERATED_MESSAGE = 500  # characters of each one's message
 
@@ -92,9 +95,11 @@ class RunResult:
 
     @property
     def failure_message(self) -> str:
-        """One line a person can act on: each failed task with its message, or why the run itself failed."""
+        """One line a person can act on: each failed task with its message, or why the run itself failed;
+        at most ``MAX_FAILURE_MESSAGE`` characters (it becomes a condition's message and an Event's)."""
         if self.failed_tasks:
-            return "; ".join(f"{t.task}: {t.message}" if t.task else t.message for t in self.failed_tasks)
+            text = "; ".join(f"{t.task}: {t.message}" if t.task else t.message for t in self.failed_tasks)
+            return text if len(text) <= MAX_FAILURE_MESSAGE else text[: MAX_FAILURE_MESSAGE - 3] + "..."
         if self.timed_out:
             return "the Ansible run timed out and was stopped"
         if self.error:
@@ -202,6 +207,7 @@ def _failed_task(data: dict[str, Any], stdout: str, item_failure: str = "") -> F
             break
     else:
         message = item_failure or message
+    message = apistatus.invalid_message(str(message)) or message  # a 422: the fields the API server named
     if res.get("_ansible_no_log") or res.get("censored"):
         message = "the task failed; its output is hidden by no_log"
     task = str(data.get("task") or "")

@@ -92,3 +92,25 @@ def test_a_play_for_a_group_of_the_projects_inventory(
     data = objects.core.read_namespaced_config_map("grouped-inventory", objects.namespace).data
     assert data == {"host": "operator-host", "greeting": "from the inventory's group_vars"}
     assert "switched itself off" not in op.log()
+
+
+def test_a_422_from_the_api_server_names_the_fields_in_the_failure(
+    operator: Callable[..., OperatorProcess], objects: Objects
+) -> None:
+    """kubernetes.core reports a refused object with the whole Status JSON in its message: the Failure
+    condition (and its Warning Event) name each field and what is wrong with it instead."""
+    operator(PROJECT / "watches-invalid.yaml")
+    objects.create(GROUP, VERSION, PLURAL, open_obj("refused", {"replicas": -1, "label": "not a label!"}))
+
+    def failed() -> dict[str, Any] | None:
+        failure = condition(objects.get(GROUP, VERSION, PLURAL, "refused"), "Failure")
+        return failure if failure and failure.get("status") == "True" else None
+
+    message = str(wait_until(failed, 120, "refused Failure")["message"])
+    assert "invalid : Apply a Deployment the API server refuses: Failed to create object: " in message
+    assert 'Deployment.apps "refused" is invalid: ' in message
+    assert "spec.replicas: Invalid value: -1: must be greater than or equal to 0" in message
+    assert 'metadata.labels: Invalid value: "not a label!": ' in message
+    assert '"kind"' not in message and "Status" not in message and len(message) <= 1000
+    events = wait_until(lambda: [e for e in objects.events("refused") if e.type == "Warning"], 30, "a Warning Event")
+    assert "spec.replicas: Invalid value: -1" in events[0].message

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 
 from hybrid_operator.ansible import inputdir
+from hybrid_operator.ansible.compat import ansible_version
+from hybrid_operator.ansible.extravars import dump
 from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import Executor, ExecutorSettings, RunnerExecutor, RunRequest
 from hybrid_operator.ansible.warm.executor import WarmExecutor
@@ -83,11 +85,34 @@ def test_a_reserved_key_anywhere_never_makes_the_resource_a_template(
     attack: str, executor: Executor, tmp_path: Path
 ) -> None:
     marker = tmp_path / "pwned"
-    result = executor.run(request(attack, attacks(touch(marker))[attack]))
+    payload = touch(marker)
+    result = executor.run(request(attack, attacks(payload)[attack]))
     assert not marker.exists()
+    if ansible_version()[:2] < (2, 19) and result.succeeded:
+        # 2.18's decoder takes these keys as its own (``{"__ansible_unsafe": 1}`` is the 1) and never
+        # raises: the file was read as JSON, every string of the resource data.
+        assert result.status["echoed"] == ("" if attack.startswith("status") else payload)
+        return
     # Ansible cannot read the file as JSON (the key) nor as YAML (the format): the run fails before a task.
     assert not result.succeeded
     assert result.ok == 0
+
+
+def not_json(text: str) -> str:
+    """The extra-vars text with a trailing comma: what any decoder refuses, a reason independent of keys (the
+    only kind 2.18's decoder has), and what YAML still reads."""
+    assert text.rstrip().endswith("}")
+    return text.rstrip()[:-1] + ",}"
+
+
+def test_a_file_the_decoder_refuses_for_any_reason_is_refused_whole(
+    executor: Executor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "pwned"
+    monkeypatch.setattr(inputdir, "dump_extravars", lambda variables: not_json(dump(variables)))
+    result = executor.run(request("not-json", {"spec": {"message": touch(marker)}}))
+    assert not marker.exists()
+    assert not result.succeeded and result.ok == 0
 
 
 def test_templates_in_the_data_stay_text_and_the_run_succeeds(executor: Executor, tmp_path: Path) -> None:
@@ -106,8 +131,10 @@ def test_templates_in_the_data_stay_text_and_the_run_succeeds(executor: Executor
 def test_the_same_attack_with_the_old_file_format_runs_the_payload(
     executor: Executor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The defence switched off (the JSON of before, which YAML can read): the marker appears."""
+    """The defence switched off (the JSON of before, which YAML can read): the marker appears. On 2.18, whose
+    decoder raises on no key, with a file it refuses for another reason (``not_json``)."""
     marker = tmp_path / "pwned"
-    monkeypatch.setattr(inputdir, "dump_extravars", lambda variables: json.dumps(variables, default=str))
+    before = not_json if ansible_version()[:2] < (2, 19) else str
+    monkeypatch.setattr(inputdir, "dump_extravars", lambda variables: before(json.dumps(variables, default=str)))
     executor.run(request("old-format", attacks(touch(marker))["spec-map"]))
     assert marker.exists()

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from hybrid_operator.ansible.compat import ansible_version
 from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import ExecutorSettings, RunnerExecutor, RunRequest
 from hybrid_operator.ansible.warm.executor import WarmExecutor, ZygoteError
@@ -125,9 +126,11 @@ def test_modules_in_the_worker_are_the_same(tmp_path: Path) -> None:
             assert forked.succeeded, forked.failed_tasks
         status = forked.status
         assert status["command"] == "out from-the-task|err|0" and status["failing"] == "3|nope"
-        assert status["copied"] is True and status["size"] == len("x=unset\n")
+        size = len("x=unset\n")  # a template's number: a string on 2.18 (no native types), an int later
+        assert status["copied"] is True and status["size"] == (str(size) if ansible_version()[:2] < (2, 19) else size)
         assert status["k8s"].startswith("True|")
-        assert status["killed"].startswith("137|Module result deserialization failed")
+        killed = "MODULE FAILURE" if ansible_version()[:2] < (2, 19) else "Module result deserialization failed"
+        assert status["killed"].startswith(f"137|{killed}")
         where = warm.run(replace(request(name="where", spec={"mode": "where"}), role="modules"))
         assert "hybrid_operator.ansible.warm.zygote" in where.status["where"]  # the module ran in a worker's fork
         cold_where = runner.run(replace(request(name="where", spec={"mode": "where"}), role="modules"))

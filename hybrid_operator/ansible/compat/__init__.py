@@ -16,15 +16,15 @@ start-up self-test (``selftest``) then compares a forked run against the zygote'
 """
 
 from hybrid_operator.ansible.compat.modules import (
-    MODULE_PRELOAD,
     ModulePolicy,
     hook_modules,
     module_fqn,
     module_hook_problems,
+    module_preload,
     runs_this_interpreter,
     to_module_side,
 )
-from hybrid_operator.ansible.compat.names import DECODER_KEYS, TEMPLATE_KEYWORDS
+from hybrid_operator.ansible.compat.names import decoder_keys, template_keywords
 from hybrid_operator.ansible.compat.runner import RunnerCommand, replay_output, runner_command, runner_problems
 from hybrid_operator.ansible.compat.state import (
     PRIVATE_STATE,
@@ -47,12 +47,9 @@ from hybrid_operator.ansible.compat.versions import (
 )
 
 __all__ = [
-    "DECODER_KEYS",
     "FINDER_WARNING",
-    "MODULE_PRELOAD",
     "PRIVATE_STATE",
     "SUPPORTED",
-    "TEMPLATE_KEYWORDS",
     "UNTESTED_ENV",
     "ModulePolicy",
     "PrivateState",
@@ -60,12 +57,14 @@ __all__ = [
     "UnsupportedAnsible",
     "ansible_version",
     "check_version",
+    "decoder_keys",
     "fresh_event_contexts",
     "hook_inline_tasks",
     "hook_modules",
     "inline_task_problems",
     "module_fqn",
     "module_hook_problems",
+    "module_preload",
     "no_rpc_host",
     "private_state_problems",
     "replay_output",
@@ -75,6 +74,7 @@ __all__ = [
     "runner_command",
     "runner_problems",
     "runs_this_interpreter",
+    "template_keywords",
     "to_module_side",
     "use_local_tmp",
 ]

@@ -14,51 +14,78 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hybrid_operator.ansible.compat.versions import ansible_version
+from hybrid_operator.ansible.compat.versions import per_minor
 
-# The wrapper ansible-core writes ends with ``_ansiballz_main(... module_fqn='<name>', ...)``, one argument
-# per line (ansible/_internal/_ansiballz/_wrapper.py, 2.19-2.21).
-_MODULE_FQN = re.compile(rb"^\s*module_fqn=(['\"])([A-Za-z0-9_.]+)\1,$", re.MULTILINE)
-_WRAPPER_MARK = b"_ANSIBALLZ_WRAPPER = True"
-# ``ActionBase._low_level_execute_command``'s parameters, per minor (2.21 added process_result).
-_LOW_LEVEL_PARAMS = {
-    (2, 19): ("self", "cmd", "sudoable", "in_data", "executable", "encoding_errors", "chdir"),
-    (2, 21): ("self", "cmd", "sudoable", "in_data", "executable", "encoding_errors", "chdir", "process_result"),
+# Where the wrapper ansible-core writes names the module it runs, per minor: 2.18 calls
+# ``runpy.run_module(mod_name='<name>', init_globals=...)`` (ansible/executor/module_common.py); 2.19-2.21
+# end with ``_ansiballz_main(... module_fqn='<name>', ...)``, one argument per line
+# (ansible/_internal/_ansiballz/_wrapper.py).
+_MODULE_FQN = {
+    (2, 18): re.compile(rb"^\s*runpy\.run_module\(mod_name=(['\"])([A-Za-z0-9_.]+)\1, init_globals=dict\(", re.M),
+    (2, 19): re.compile(rb"^\s*module_fqn=(['\"])([A-Za-z0-9_.]+)\1,$", re.MULTILINE),
 }
+_WRAPPER_MARK = b"_ANSIBALLZ_WRAPPER = True"
+_LOW_LEVEL = ("self", "cmd", "sudoable", "in_data", "executable", "encoding_errors", "chdir")
+# ``ActionBase._low_level_execute_command``'s parameters, per minor (2.21 added process_result).
+_LOW_LEVEL_PARAMS = {(2, 18): _LOW_LEVEL, (2, 21): (*_LOW_LEVEL, "process_result")}
 _HOOKED = ("_configure_module", "_compute_environment_string", "_execute_module", "_low_level_execute_command")
-# What every AnsiballZ wrapper imports before its module: preloaded by ``inworker`` (a miss only costs time).
-MODULE_PRELOAD = ("ansible.module_utils._internal._ansiballz._loader",)
+# What every AnsiballZ wrapper imports before its module, per minor: preloaded by ``inworker`` (a miss only
+# costs time). 2.18's wrapper imports nothing of Ansible's before ``basic``, which ``inworker`` preloads.
+_MODULE_PRELOAD: dict[tuple[int, int], tuple[str, ...]] = {
+    (2, 18): (),
+    (2, 19): ("ansible.module_utils._internal._ansiballz._loader",),
+}
+
+
+def module_preload() -> tuple[str, ...]:
+    return per_minor(_MODULE_PRELOAD)
 
 
 def module_fqn(wrapper: bytes) -> str | None:
     """The Python name of the module an AnsiballZ wrapper runs, or None if ``wrapper`` is not one."""
     if _WRAPPER_MARK not in wrapper:
         return None
-    match = _MODULE_FQN.search(wrapper)
+    match = per_minor(_MODULE_FQN).search(wrapper)
     return match.group(2).decode() if match else None
 
 
 def to_module_side() -> None:
-    """Undo what importing Ansible's controller did to ``ansible.module_utils``: a module process runs with
-    ``is_controller`` false (warnings go into the result) and the module-side traceback switch."""
-    from ansible.module_utils import _internal
-    from ansible.module_utils._internal import _traceback
+    """Undo what Ansible's controller did to ``ansible.module_utils`` in this process, so a module here runs
+    as in a new interpreter. 2.19 and later: ``is_controller`` false (warnings go into the result) and the
+    module-side traceback switch. 2.18: no warnings or deprecations collected yet (the controller's own
+    argument-spec checks add to the same lists a module returns)."""
+    if per_minor({(2, 18): False, (2, 19): True}):
+        from ansible.module_utils import _internal
+        from ansible.module_utils._internal import _traceback
 
-    _internal.is_controller = False
-    _traceback._is_traceback_enabled = _traceback._is_module_traceback_enabled
+        _internal.is_controller = False
+        _traceback._is_traceback_enabled = _traceback._is_module_traceback_enabled
+    else:
+        from ansible.module_utils.common import warnings
+
+        warnings._global_warnings.clear()
+        warnings._global_deprecations.clear()
 
 
-def _expected(table: dict[tuple[int, int], tuple[str, ...]]) -> tuple[str, ...]:
-    major, minor, _full = ansible_version()
-    return table[max(v for v in table if v <= (major, minor))]
+def _module_side_problems() -> list[str]:
+    """Why ``to_module_side`` cannot work in the installed ansible-core (empty: it can)."""
+    if per_minor({(2, 18): False, (2, 19): True}):
+        from ansible.module_utils import _internal
+        from ansible.module_utils._internal import _traceback
+
+        if not hasattr(_internal, "is_controller") or not hasattr(_traceback, "_is_module_traceback_enabled"):
+            return ["ansible.module_utils._internal: no is_controller/_is_module_traceback_enabled"]
+        return []
+    from ansible.module_utils.common import warnings
+
+    lists = (getattr(warnings, "_global_warnings", None), getattr(warnings, "_global_deprecations", None))
+    return [] if all(isinstance(x, list) for x in lists) else ["module_utils.common.warnings: no global lists"]
 
 
 def module_hook_problems() -> list[str]:
     """Why the module hooks cannot be installed in this ansible-core (empty: they can)."""
     try:
         from ansible.executor import module_common
-        from ansible.module_utils import _internal
-        from ansible.module_utils._internal import _traceback
         from ansible.plugins.action import ActionBase
 
         problems = [
@@ -66,13 +93,12 @@ def module_hook_problems() -> list[str]:
         ]
         if not problems:
             found = tuple(inspect.signature(ActionBase._low_level_execute_command).parameters)
-            if found != _expected(_LOW_LEVEL_PARAMS):
+            if found != per_minor(_LOW_LEVEL_PARAMS):
                 problems.append(f"ActionBase._low_level_execute_command{found}: not the expected parameters")
         find = inspect.signature(module_common._find_module_utils).parameters
         if any(name not in find for name in ("module_path", "b_module_data")):
             problems.append("module_common._find_module_utils: no module_path/b_module_data parameter")
-        if not hasattr(_internal, "is_controller") or not hasattr(_traceback, "_is_module_traceback_enabled"):
-            problems.append("ansible.module_utils._internal: no is_controller/_is_module_traceback_enabled")
+        problems += _module_side_problems()
     except Exception as exc:
         problems = [f"{type(exc).__name__}: {exc}"]
     return problems
@@ -141,9 +167,9 @@ def hook_modules(policy: ModulePolicy, shared_root: str) -> None:
     original_find: Callable[..., Any] = module_common._find_module_utils
 
     def _configure_module(self: Any, *args: Any, **kwargs: Any) -> Any:
-        module_bits, module_path = original["_configure_module"](self, *args, **kwargs)
-        self._hyop_module_path = module_path
-        return module_bits, module_path
+        configured = original["_configure_module"](self, *args, **kwargs)
+        self._hyop_module_path = configured[-1]  # 2.18: (style, shebang, data, path); later: (bits, path)
+        return configured
 
     def _compute_environment_string(self: Any, raw_environment_out: dict[str, Any] | None = None) -> Any:
         raw: dict[str, Any] = {} if raw_environment_out is None else raw_environment_out
@@ -175,15 +201,21 @@ def hook_modules(policy: ModulePolicy, shared_root: str) -> None:
             return original["_low_level_execute_command"](*args, **newer)
         return _run_in_worker(self, policy, in_data, encoding_errors, newer.get("process_result"))
 
+    find_signature = inspect.signature(original_find)
+
     def _find_module_utils(*args: Any, **kwargs: Any) -> Any:
-        module_path = str(kwargs.get("module_path") or "")
-        if args or not module_path or not policy.shareable(module_path):  # positional (2.18): as it was
+        try:  # 2.18 passes everything by position, 2.19 and later by keyword
+            given = find_signature.bind(*args, **kwargs).arguments
+        except TypeError:
+            given = {}
+        module_path, module_data = str(given.get("module_path") or ""), given.get("b_module_data")
+        if not module_path or not isinstance(module_data, bytes) or not policy.shareable(module_path):
             return original_find(*args, **kwargs)
-        digest = hashlib.sha256(module_path.encode() + b"\0" + bytes(kwargs.get("b_module_data") or b""))
+        digest = hashlib.sha256(module_path.encode() + b"\0" + module_data)
         saved = constants.DEFAULT_LOCAL_TMP
         constants.DEFAULT_LOCAL_TMP = os.path.join(shared_root, digest.hexdigest()[:20])
         try:
-            return original_find(**kwargs)
+            return original_find(*args, **kwargs)
         finally:
             constants.DEFAULT_LOCAL_TMP = saved
 

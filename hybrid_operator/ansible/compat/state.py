@@ -25,6 +25,7 @@ class PrivateState:
     present: Callable[[], bool]  # the attribute exists where we reset it
     populated: Callable[[], bool]  # a run has filled it (true right after the zygote's warm-up)
     since: tuple[int, int] = SUPPORTED[0]
+    until: tuple[int, int] | None = None  # the first minor without it
 
 
 def _global_cli_args() -> Any:
@@ -41,6 +42,13 @@ def _vars() -> Any:
 
 def _display() -> Any:
     return __import__("ansible.utils.display").utils.display.Display()
+
+
+def _decoder_vaults() -> Any:
+    """2.18's extra-vars JSON decoder's class-level vault secrets (the last ``from_yaml`` call's), or None."""
+    if ansible_version()[:2] >= (2, 19):  # the name is an alias of another decoder there
+        return None
+    return vars(__import__("ansible.parsing.ajson").parsing.ajson.AnsibleJSONDecoder).get("_vaults")
 
 
 def _rpc_host() -> Any:
@@ -86,6 +94,14 @@ PRIVATE_STATE = (
         "the vault secrets of the run; initialising it twice raises",
         lambda: _vault_context() is not None and "_current" in vars(_vault_context()),
         lambda: getattr(_vault_context(), "_current", None) is not None,
+        since=(2, 19),  # 2.18 hands the secrets to each loader: nothing process-wide
+    ),
+    PrivateState(
+        "AnsibleJSONDecoder._vaults",
+        "the vault secrets the extra-vars decoder was last given; a fresh process has none",
+        lambda: isinstance(_decoder_vaults(), dict),
+        lambda: bool(_decoder_vaults()),
+        until=(2, 19),  # 2.19 and later keep them in VaultSecretsContext
     ),
     PrivateState(
         "load_extra_vars.extra_vars",
@@ -148,7 +164,7 @@ def private_state_problems(populated: bool, version: tuple[int, int] | None = No
         version = (major, minor)
     problems = []
     for state in PRIVATE_STATE:
-        if version < state.since:
+        if version < state.since or (state.until is not None and version >= state.until):
             continue
         try:
             if not state.present():
@@ -170,6 +186,9 @@ def reset_private_state() -> None:
     vault_context = _vault_context()
     if vault_context is not None:
         vault_context._current = None
+    decoder_vaults = _decoder_vaults()
+    if isinstance(decoder_vaults, dict):
+        decoder_vaults.clear()
     ansible_vars = _vars()
     for function, cache in (
         (ansible_vars.load_extra_vars, "extra_vars"),

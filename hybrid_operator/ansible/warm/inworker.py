@@ -126,7 +126,6 @@ def install(shared_root: str) -> list[str]:
 # What the hot modules import when they start: loaded once in the zygote, shared by every forked module.
 PRELOAD = (
     "ansible.module_utils.basic",
-    *compat.MODULE_PRELOAD,
     "kubernetes",
     "kubernetes.client",
     "kubernetes.dynamic",
@@ -149,7 +148,7 @@ def preload(names: tuple[str, ...] = PRELOAD) -> list[str]:
     """Import what forked modules would import; the names that could not be imported (not an error: a
     project may not use OpenStack)."""
     missing = []
-    for name in names:
+    for name in (*compat.module_preload(), *names):
         try:
             importlib.import_module(name)
         except Exception:

@@ -8,6 +8,7 @@ back equal and unrendered, whatever the resource held. Run on every supported mi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hybrid_operator.ansible import extravars, inputdir, reserved
+from hybrid_operator.ansible.compat import ansible_version
 from hybrid_operator.ansible.extravars import KNOWN_RESERVED_KEYS, dump, reserved_key_paths
 
 TEMPLATE = "{{ 'hyop' ~ 'rendered' }}"
@@ -71,13 +73,30 @@ def test_the_file_is_json_that_no_yaml_parser_reads() -> None:
             yaml.load(text, Loader=loader)
 
 
-def test_a_hostile_key_makes_ansible_refuse_the_file_instead_of_trusting_it(ansible: AnsibleLoader) -> None:
+def test_a_hostile_key_is_refused_or_stays_data(ansible: AnsibleLoader) -> None:
+    """2.19 and later: the decoder raises on ``{"__ansible_unsafe": 1}``, and the file is refused whole. 2.18's
+    decoder takes it (the 1 comes back as itself), and every string of the resource stays data."""
     variables = run_vars({"spec": {"message": TEMPLATE, "x": {"__ansible_unsafe": 1}}}, unsafe=True)
+    try:
+        _loaded, templated = ansible.load(dump(variables))
+    except Exception as exc:
+        assert re.search(r"(?i)yaml|json|tab", str(exc))
+        # What the old format did with the same object: read it as YAML, the payload a trusted template.
+        _loaded, templated = ansible.load(json.dumps(variables))
+        assert "hyoprendered" in json.dumps(templated)
+    else:
+        assert ansible_version()[:2] < (2, 19), "only 2.18's decoder takes this key"
+        assert templated["message"] == TEMPLATE and templated["x"] == 1
+
+
+def test_text_the_json_decoder_refuses_is_never_read_as_yaml(ansible: AnsibleLoader) -> None:
+    """The second defence, whatever makes the decoder raise on a minor: after the tab, the YAML reading fails."""
+    yaml_only = "{message: " + json.dumps(TEMPLATE) + "}"  # YAML, not JSON
+    _loaded, templated = ansible.load(yaml_only)
+    assert templated == {"message": "hyoprendered"}  # what Ansible does with it: YAML, a trusted template
+    assert dump({}).startswith("\t")
     with pytest.raises(Exception, match=r"(?i)yaml|json|tab"):
-        ansible.load(dump(variables))
-    # What the old format did with the same object: read it as YAML, the payload a trusted template.
-    _loaded, templated = ansible.load(json.dumps(variables))
-    assert "hyoprendered" in json.dumps(templated)
+        ansible.load("\t" + yaml_only)
 
 
 def test_the_probe_objects_load_as_written(ansible: AnsibleLoader) -> None:
@@ -128,7 +147,7 @@ def test_any_resource_with_a_reserved_key_is_refused_or_stays_data(
         _loaded, templated = ansible.load(dump(run_vars(obj, unsafe=True)))
     except Exception:
         return
-    assert "hyoprendered" not in json.dumps(templated, default=str)
+    assert "hyoprendered" not in json.dumps(templated, default=lambda o: type(o).__name__)  # 2.18: a vault object
 
 
 def test_the_start_up_check_passes_on_the_installed_ansible() -> None:
@@ -140,7 +159,17 @@ def test_the_start_up_check_passes_on_the_installed_ansible() -> None:
 def test_the_start_up_check_fails_the_old_file_format(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(extravars, "dump", lambda variables: json.dumps(variables, default=str))
     found = reserved._probe()
-    assert found.loading_problem == "a resource holding a reserved key had its strings rendered as templates"
+    if ansible_version()[:2] < (2, 19):  # 2.18's decoder never raised on those keys: no YAML reading
+        assert found.loading_problem is None and found.keys >= {"__ansible_unsafe", "__ansible_vault"}
+    else:
+        assert found.loading_problem == "a resource holding a reserved key had its strings rendered as templates"
+
+
+def test_the_start_up_check_fails_a_file_read_as_yaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On every minor: the wrappers read as YAML are plain mappings, not the data written."""
+    monkeypatch.setattr(extravars, "dump", lambda variables: yaml.safe_dump(json.loads(json.dumps(variables))))
+    found = reserved._probe()
+    assert found.loading_problem is not None and "differs from what was written" in found.loading_problem
 
 
 def test_a_probe_that_cannot_run_is_retried_and_refuses_runs_meanwhile(monkeypatch: pytest.MonkeyPatch) -> None:

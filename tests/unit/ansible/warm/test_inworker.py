@@ -30,6 +30,11 @@ from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar
 
 init_plugin_loader()
+if len(sys.argv) > 4:  # the zips of shareable modules go to a shared cache under this root
+    from hybrid_operator.ansible import compat
+    from hybrid_operator.ansible.warm import inworker
+    policy = compat.ModulePolicy(inworker.importable_as, inworker.shareable, inworker.run_wrapper)
+    compat.hook_modules(policy, sys.argv[4])
 module, args = sys.argv[1], json.loads(sys.argv[2])
 path = str(Path(ansible.modules.__file__).parent / f"{module}.py")
 built = module_common.modify_module(
@@ -39,17 +44,18 @@ built = module_common.modify_module(
     templar=Templar(loader=DataLoader()),
     task_vars={"ansible_python_interpreter": sys.executable},
 )
-Path(sys.argv[3]).write_bytes(built.b_module_data)
+Path(sys.argv[3]).write_bytes(built[0] if isinstance(built, tuple) else built.b_module_data)  # 2.18: a tuple
 print(path)
 """
 
 
-def build(module: str, args: dict[str, object], tmp_path: Path) -> tuple[bytes, str]:
+def build(module: str, args: dict[str, object], tmp_path: Path, shared: Path | None = None) -> tuple[bytes, str]:
     """The pipelined AnsiballZ wrapper Ansible sends for ``ansible.builtin.<module>``, built by
-    ansible-core itself (in a process of its own: building configures Ansible's collection loader)."""
+    ansible-core itself (in a process of its own: building configures Ansible's collection loader);
+    with ``shared``, through the module hooks that cache its zip there."""
     out = tmp_path / f"{module}.wrapper"
     done = subprocess.run(
-        [sys.executable, "-P", "-c", _BUILD, module, json.dumps(args), str(out)],
+        [sys.executable, "-P", "-c", _BUILD, module, json.dumps(args), str(out), *([str(shared)] if shared else [])],
         capture_output=True,
         text=True,
         check=True,
@@ -63,6 +69,17 @@ def test_a_built_wrapper_names_its_module(tmp_path: Path) -> None:
     assert compat.module_fqn(wrapper) == "ansible.modules.ping"
     assert inworker.importable_as("ansible.modules.ping", path)
     assert inworker.shareable(path)
+
+
+def test_a_shareable_modules_zip_is_cached_under_the_shared_root(tmp_path: Path) -> None:
+    """However the minor calls ``_find_module_utils`` (2.18: by position, later: by keyword)."""
+    shared = tmp_path / "shared"
+    wrapper, _path = build("ping", {"data": "x"}, tmp_path, shared)
+    assert compat.module_fqn(wrapper) == "ansible.modules.ping"
+    (entry,) = shared.iterdir()  # one dir per module source
+    assert any("ping" in cached.name for cached in entry.rglob("*") if cached.is_file())
+    build("ping", {"data": "y"}, tmp_path, shared)
+    assert len(list(shared.iterdir())) == 1  # the same source: the same cache, whatever the arguments
 
 
 def test_not_a_wrapper_and_not_the_same_file() -> None:
@@ -99,6 +116,8 @@ def test_a_failing_and_a_killed_module_report_as_the_shell_would(tmp_path: Path)
 def test_the_child_runs_modules_as_a_module_process_would() -> None:
     """Importing Ansible's controller flips ``ansible.module_utils`` into controller mode (warnings go to
     the display instead of into the result); a module process must not run that way."""
+    if compat.ansible_version()[:2] < (2, 19):
+        pytest.skip("2.18 has no controller mode: test_the_controllers_warnings_never_reach_a_module covers it")
     import ansible.utils.display  # noqa: F401 - the controller import that flips the switch
     from ansible.module_utils import _internal
     from ansible.module_utils._internal import _traceback
@@ -121,3 +140,18 @@ def test_the_child_runs_modules_as_a_module_process_would() -> None:
 )
 def test_modules_run_in_the_worker_only_for_this_interpreter(cmd: str, ours: bool) -> None:
     assert compat.runs_this_interpreter(cmd) is ours
+
+
+def test_the_controllers_warnings_never_reach_a_module(tmp_path: Path) -> None:
+    """What the controller collected through ``ansible.module_utils`` (2.18: the argument-spec checks of action
+    plugins add to the lists a module returns) is gone in the module's process, as in a new interpreter."""
+    from ansible.module_utils.common import warnings
+
+    wrapper, _path = build("ping", {"data": "x"}, tmp_path)
+    warnings.warn("left by the controller")
+    try:
+        rc, out, _err = inworker.run_wrapper(wrapper, {}, str(tmp_path))
+    finally:  # 2.18: a list of this process's ``ansible.module_utils``; leave it as it was
+        getattr(warnings, "_global_warnings", []).clear()
+    assert rc == 0
+    assert "left by the controller" not in json.loads(out).get("warnings", [])

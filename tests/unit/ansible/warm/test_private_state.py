@@ -58,13 +58,13 @@ def test_the_supported_range_is_the_one_pyproject_pins() -> None:
     assert tuple(int(part) for part in pin.groups()) == (*low, *high)
 
 
-@pytest.mark.parametrize("version", [(2, 18, "2.18.0"), (2, 22, "2.22.0")])
+@pytest.mark.parametrize("version", [(2, 17, "2.17.0"), (2, 22, "2.22.0")])
 def test_an_unsupported_ansible_core_is_refused_with_a_clear_error(
     monkeypatch: pytest.MonkeyPatch, version: tuple[int, int, str]
 ) -> None:
     monkeypatch.setattr(versions, "ansible_version", lambda: version)
     monkeypatch.delenv(compat.UNTESTED_ENV, raising=False)
-    pattern = rf"ansible-core {re.escape(version[2])} is not supported.*>=2\.19,<2\.22"
+    pattern = rf"ansible-core {re.escape(version[2])} is not supported.*>=2\.18,<2\.22"
     with pytest.raises(compat.UnsupportedAnsible, match=pattern):
         compat.check_version()
 
@@ -73,7 +73,7 @@ def test_a_newer_ansible_core_is_tried_only_when_asked_for(monkeypatch: pytest.M
     monkeypatch.setattr(versions, "ansible_version", lambda: (2, 22, "2.22.0"))
     monkeypatch.setenv(compat.UNTESTED_ENV, "1")
     assert compat.check_version() == "2.22.0"
-    monkeypatch.setattr(versions, "ansible_version", lambda: (2, 18, "2.18.0"))
+    monkeypatch.setattr(versions, "ansible_version", lambda: (2, 17, "2.17.0"))
     with pytest.raises(compat.UnsupportedAnsible):  # older ones never: what they lack is known
         compat.check_version()
 
@@ -96,6 +96,7 @@ def test_a_parsed_command_line_fills_the_state_and_the_reset_empties_it(tmp_path
     ansible_vars.load_options_vars("2.x")
     ansible_vars.get_unique_id()
     _vault_initialize()
+    loader.load('{"y": 1}')  # 2.18: gives the JSON decoder the loader's vault secrets
     assert compat.private_state_problems(populated=True) == []
 
     uuid_part = ansible_vars.random_int
@@ -108,6 +109,10 @@ def test_a_parsed_command_line_fills_the_state_and_the_reset_empties_it(tmp_path
     assert ansible_vars.cur_id == 0 and len(ansible_vars.random_int) == 8 and ansible_vars.random_int != uuid_part
     if _vault_context() is not None:
         assert _vault_context()._current is None
+    else:  # 2.18
+        from ansible.parsing.ajson import AnsibleJSONDecoder
+
+        assert AnsibleJSONDecoder._vaults == {}
     parse_playbook_args(playbook, "x=2")  # the next run's own command line now wins
     assert ansible_vars.load_extra_vars(loader) == {"x": "2"}
 
@@ -189,13 +194,25 @@ def test_a_hook_target_with_other_parameters_is_refused(monkeypatch: pytest.Monk
     assert "_low_level_execute_command" in problem and "stream" in problem
 
 
-def test_the_expected_shape_is_the_one_of_the_newest_minor_at_or_below_the_installed_one(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    table = {(2, 19): ("a",), (2, 21): ("a", "b")}
-    for version, expected in (((2, 19), ("a",)), ((2, 20), ("a",)), ((2, 21), ("a", "b"))):
-        monkeypatch.setattr(modules, "ansible_version", lambda v=version: (*v, "x"))
-        assert modules._expected(table) == expected
+def test_the_expected_shape_is_the_one_of_the_newest_minor_at_or_below_the_installed_one() -> None:
+    table = {(2, 18): ("a",), (2, 21): ("a", "b")}
+    for version, expected in (((2, 18), ("a",)), ((2, 20), ("a",)), ((2, 21), ("a", "b")), ((2, 22), ("a", "b"))):
+        assert versions.per_minor(table, version) == expected
+    assert versions.per_minor(table, (2, 17)) == ("a",)  # never reached: the version gate refuses 2.17 first
+
+
+def test_the_tables_start_at_the_oldest_supported_minor() -> None:
+    """A per-minor table without an entry for the oldest supported minor would give it a newer minor's shape."""
+    from hybrid_operator.ansible.compat import names
+
+    for table in (
+        modules._MODULE_FQN,
+        modules._LOW_LEVEL_PARAMS,
+        modules._MODULE_PRELOAD,
+        names._TEMPLATE_KEYWORDS,
+        names._DECODER_KEYS,
+    ):
+        assert min(table) == compat.SUPPORTED[0]
 
 
 def test_ansible_runner_is_the_shape_the_warm_executor_reads() -> None:

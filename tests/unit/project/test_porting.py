@@ -1,0 +1,149 @@
+"""``hybrid-operator check``'s porting warnings: what a role's text shows of docs/porting.md's pitfalls."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hybrid_operator import cli
+from hybrid_operator.project import jinjakinds, porting
+from hybrid_operator.project.jinjakinds import NOT_BOOLEAN, Kind
+
+ROOT = Path(__file__).resolve().parents[3]
+LEGACY = ROOT / "tests" / "fixtures" / "projects" / "porting"
+TASKS = "roles/legacy/tasks/main.yml"
+
+
+def findings_of(project: Path) -> list[porting.Finding]:
+    scope = porting.scope_of([(str(project / "roles" / "legacy"), None)], [project], {"legacy_mode": "fast"})
+    return porting.check(scope, shown=project)
+
+
+def test_each_pitfall_the_role_has_is_found_once_and_its_fixed_form_never() -> None:
+    found = [(f.path, f.line, f.pitfall) for f in findings_of(LEGACY)]
+    assert found == [
+        (TASKS, 5, porting.CONDITIONAL),  # when: a string from the environment
+        (TASKS, 22, porting.CONDITIONAL),  # when: a registered result
+        (TASKS, 27, porting.TEMPLATED_CONDITIONAL),
+        (TASKS, 32, porting.CONDITIONAL),  # that: a list
+        (TASKS, 37, porting.CONDITIONAL),  # a block's when: a lookup
+        (TASKS, 41, porting.NUMBERS),  # 'step ' + a number
+        (TASKS, 51, porting.NUMBERS),  # a label from a number
+        (TASKS, 55, porting.NUMBERS),  # ConfigMap data from arithmetic
+    ]
+
+
+def test_a_finding_names_the_place_the_variable_was_set_and_the_section() -> None:
+    first = findings_of(LEGACY)[0]
+    assert first.render() == (
+        f"{TASKS}:5: when: `legacy_flag_from_env` (set at roles/legacy/defaults/main.yml:2) is a string, not a "
+        "boolean, which 2.19+ refuses (say `| bool`, `is ...`, `| length > 0`) "
+        "(docs/porting.md#1-a-conditional-must-be-a-boolean)"
+    )
+
+
+def test_every_anchor_is_a_section_of_the_porting_page() -> None:
+    headings = re.findall(r"^## (.+)$", (ROOT / porting.PAGE).read_text(encoding="utf-8"), re.MULTILINE)
+    anchors = {re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-") for heading in headings}
+    assert {pitfall.anchor for pitfall in porting.PITFALLS} <= anchors
+
+
+def test_the_shipped_roles_have_none() -> None:
+    """roles/foo and roles/virtualmachine run on every supported ansible-core, 2.18 included."""
+    scope = porting.scope_of([(str(ROOT / "roles" / "foo"), None)], [ROOT], {})
+    assert {path.name for path in scope.roles} >= {"foo", "virtualmachine"}
+    assert porting.check(scope, shown=ROOT) == []
+
+
+def test_check_warns_and_exits_0_or_1_with_strict(capsys: pytest.CaptureFixture[str]) -> None:
+    watches = str(LEGACY / "watches.yaml")
+    assert cli.main(["check", "--watches-file", watches]) == 0
+    out, err = capsys.readouterr()
+    lines = [line for line in out.splitlines() if "docs/porting.md#" in line]
+    assert len(lines) == 8 and all(re.match(r"^\S+:\d+: .+ \(docs/porting\.md#[a-z0-9-]+\)$", ln) for ln in lines)
+    assert "8 place(s)" in err
+    assert cli.main(["check", "--strict", "--watches-file", watches]) == 1
+
+
+def test_a_file_that_is_not_yaml_is_a_note_not_a_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    role = tmp_path / "roles" / "r"
+    (role / "tasks").mkdir(parents=True)
+    (role / "tasks" / "main.yml").write_text("- name: ok\n  ansible.builtin.debug: {}\n  when: flag | bool\n")
+    (role / "tasks" / "objects.yml").write_text("---\nmetadata:\n  name: {{ name }}-x\n---\nkind: x\n")
+    (tmp_path / "watches.yaml").write_text("- {version: v1, group: g.example.com, kind: K, role: r}\n")
+    assert cli.main(["check", "--strict", "--watches-file", str(tmp_path / "watches.yaml")]) == 0
+    err = capsys.readouterr().err
+    assert "tasks/objects.yml:1: not checked: not YAML before it is rendered" in err and "place(s)" not in err
+
+
+_names = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True).filter(
+    lambda n: n not in ("true", "false", "none", "not", "in", "is", "if", "else", "and", "or")
+)
+
+
+@given(name=_names, kind=st.sampled_from(list(Kind)))
+def test_a_bare_variable_as_a_conditional_is_warned_about_exactly_when_its_kind_is_not_boolean(
+    name: str, kind: Kind
+) -> None:
+    expr = jinjakinds.parse_expression(name)
+    assert expr is not None
+    assert (jinjakinds.kind_of(expr, {name: kind}) in NOT_BOOLEAN) == (kind in NOT_BOOLEAN)
+    for fixed in (f"{name} | bool", f"{name} is defined", f"{name} | length > 0", f"not {name}"):
+        parsed = jinjakinds.parse_expression(fixed)
+        assert parsed is not None and jinjakinds.kind_of(parsed, {name: kind}) == Kind.BOOL
+
+
+@given(name=_names, op=st.sampled_from(["+", "-", "*", "//", "%"]), number=st.integers(0, 10**6))
+def test_arithmetic_on_an_int_is_a_number_and_adding_text_to_it_is_mixed(name: str, op: str, number: int) -> None:
+    expr = jinjakinds.parse_expression(f"({name} | int) {op} {number}")
+    assert expr is not None and jinjakinds.kind_of(expr, {}) == Kind.NUMBER
+    mixed = jinjakinds.parse_expression(f"'x' + (({name} | int) {op} {number})")
+    assert mixed is not None and jinjakinds.mixed_plus(mixed, {}) is not None
+    joined = jinjakinds.parse_expression(f"'x' ~ (({name} | int) {op} {number})")
+    assert joined is not None and jinjakinds.mixed_plus(joined, {}) is None
+
+
+@given(text=st.text(max_size=80))
+def test_any_text_is_read_without_error(text: str) -> None:
+    for expr in [jinjakinds.parse_expression(text), *jinjakinds.expressions(text)]:
+        if expr is not None:
+            jinjakinds.kind_of(expr, {})
+            jinjakinds.mixed_plus(expr, {})
+            jinjakinds.source(expr)
+    jinjakinds.lone_template(text)
+
+
+_values: Any = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.sampled_from(["{{ x + 'a' }}", "{{ x | int }}", "x", "{{", "y | bool"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["when", "that", "data", "block", "vars", "k8s", "definition", "a"]), inner, max_size=4
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tasks=st.lists(_values, max_size=5), defaults=st.dictionaries(_names, _values, max_size=4))
+def test_any_role_is_checked_without_error_and_every_line_is_in_its_file(
+    tmp_path_factory: pytest.TempPathFactory, tasks: list[Any], defaults: dict[str, Any]
+) -> None:
+    role = tmp_path_factory.mktemp("project") / "roles" / "r"
+    for sub, content in (("tasks", tasks), ("defaults", defaults)):
+        (role / sub).mkdir(parents=True)
+        (role / sub / "main.yml").write_text(yaml.safe_dump(content), encoding="utf-8")
+    found = porting.check(porting.scope_of([(str(role), None)], [], {}), shown=role)
+    for finding in found:
+        lines = (role / finding.path).read_text(encoding="utf-8").count("\n") + 1
+        assert 1 <= finding.line <= lines
