@@ -259,11 +259,10 @@ class ApiProxy:
                     retries=False,
                     redirect=False,
                 )
-                if stream is not None:
-                    self.streams.hold(stream, handler.connection)
+                if stream is not None:  # a cut ends the API server's side; the run's then ends cleanly
                     self.streams.hold(stream, proxystreams.socket_of(upstream))
                 keep = read_one and upstream.status == 200
-                seen = proxystreams.relay(handler, upstream, keep=keep, limit=_MAX_INSPECTED)
+                seen = proxystreams.relay(handler, upstream, keep=keep, limit=_MAX_INSPECTED, stream=stream)
         except proxyrequests.BadRequest as exc:
             handler.send_error(exc.status, exc.message)
             return

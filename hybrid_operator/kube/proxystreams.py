@@ -200,33 +200,56 @@ class Streams:
                 self._changed.wait(min(due) - now if due else None)
 
 
-def relay(handler: BaseHTTPRequestHandler, upstream: urllib3.BaseHTTPResponse, keep: bool, limit: int) -> bytes | None:
+def relay(
+    handler: BaseHTTPRequestHandler,
+    upstream: urllib3.BaseHTTPResponse,
+    *,
+    keep: bool,
+    limit: int,
+    stream: Stream | None = None,
+) -> bytes | None:
     """Send the API server's answer to the run as it arrives; with ``keep``, also return its plain body
-    when it is at most ``limit`` bytes. The answer ends with the connection (no length, no chunks of ours)."""
+    when it is at most ``limit`` bytes. A plain answer ends with the connection. A ``stream`` goes out in
+    chunks of HTTP/1.1, one per piece that came: a client reading "all there is" (the Python client's
+    watch, ``read(None)``) waits for the end of a body that only ends with the connection, but takes each
+    chunk as it comes; and a chunked body must be HTTP/1.1's, or Go's clients read the framing as data.
+    A stream cut by its bounds ends as the API server ends a watch at its timeout: cleanly."""
     seen: bytearray | None = bytearray() if keep else None
     try:
-        handler.send_response(upstream.status)
-        for key, value in upstream.headers.items():
-            if key.lower() not in HOP_BY_HOP | {"content-length"}:
-                handler.send_header(key, value)
-        handler.send_header("Connection", "close")
-        handler.end_headers()
+        _send_head(handler, upstream, stream is not None)
         for chunk in _chunks(upstream):
-            handler.wfile.write(chunk)
-            handler.wfile.flush()
+            handler.wfile.write(b"%x\r\n%b\r\n" % (len(chunk), chunk) if stream is not None else chunk)
             if seen is not None:
                 seen += chunk
                 if len(seen) > limit:
                     seen = None
+        if stream is not None:
+            handler.wfile.write(b"0\r\n\r\n")  # the API server ended it: so does the run's copy
     except (OSError, urllib3.exceptions.HTTPError):
         # The run hung up (a watch it no longer needs) or stopped reading, the API server went away or fell
         # silent, or the stream was cut: the answer is over, and its end is all either side can be told.
+        if stream is not None and stream.cut:
+            with contextlib.suppress(OSError):
+                handler.wfile.write(b"0\r\n\r\n")
         return None
     finally:
         upstream.release_conn()
     if seen is None or upstream.headers.get("Content-Encoding") not in (None, "", "identity"):
         return None
     return bytes(seen)
+
+
+def _send_head(handler: BaseHTTPRequestHandler, upstream: urllib3.BaseHTTPResponse, stream: bool) -> None:
+    if stream:
+        handler.protocol_version = "HTTP/1.1"
+    handler.send_response(upstream.status)
+    for key, value in upstream.headers.items():
+        if key.lower() not in HOP_BY_HOP | {"content-length"}:
+            handler.send_header(key, value)
+    if stream:
+        handler.send_header("Transfer-Encoding", "chunked")
+    handler.send_header("Connection", "close")
+    handler.end_headers()
 
 
 def _chunks(upstream: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
