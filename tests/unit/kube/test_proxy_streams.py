@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes import client as k8s_client
 
-from hybrid_operator.kube import proxystreams
+from hybrid_operator.kube import proxystreams, reviews
 from hybrid_operator.kube.client import Kube
 from hybrid_operator.kube.proxy import ApiProxy
 from tests.unit.kube.streamingapi import StreamingApi
@@ -255,18 +255,19 @@ def test_a_malformed_upgrade_request_is_refused(proxy: ApiProxy, api: StreamingA
     assert [h for h in api.heads if "/exec" in h.target] == []
 
 
-def test_an_unreachable_api_server_gets_502(api: StreamingApi) -> None:
+def test_an_api_server_that_cannot_be_reached_for_the_upgrade_gets_502(
+    api: StreamingApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The review was answered, but the upgrade's own connection finds nobody listening."""
+    monkeypatch.setattr(reviews, "may_i", lambda *args, **kwargs: True)
+    with socket.create_server(("127.0.0.1", 0)) as spare:
+        nobody = spare.getsockname()[1]
     proxy = start(api)
+    proxy.kube.api.configuration.host = f"http://127.0.0.1:{nobody}"
     try:
-        config = proxy.kube.api.configuration
-        with socket.create_server(("127.0.0.1", 0)) as spare:
-            closed = spare.getsockname()[1]
-        proxy.upgrades.kube.api.configuration.host = f"http://127.0.0.1:{closed}"  # nothing listens there
-        proxy.upgrades._authorize = lambda upgrade: None  # type: ignore[method-assign]
-        sock, answer, _ = upgrade(proxy)
+        sock, answer, rest = upgrade(proxy)
         with sock:
-            assert status_of(answer) == 502
-        assert config.host.endswith(str(closed))
+            assert status_of(answer) == 502 and b"cannot reach the API server" in read_until_closed(sock, rest)
     finally:
         proxy.stop()
 
