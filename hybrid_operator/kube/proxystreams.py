@@ -132,6 +132,11 @@ class Streams:
         self._watchdog: threading.Thread | None = None
         self._stopped = False
 
+    def sockets(self) -> list[socket.socket]:
+        """The sockets every live stream holds now (for tests and debugging)."""
+        with self._changed:
+            return [sock for stream in self._live for sock in stream.sockets]
+
     def count(self, key: str | None = None) -> int:
         with self._changed:
             return sum(1 for s in self._live if key is None or s.key == key)
@@ -215,6 +220,9 @@ def relay(
     chunk as it comes; and a chunked body must be HTTP/1.1's, or Go's clients read the framing as data.
     A stream cut by its bounds ends as the API server ends a watch at its timeout: cleanly."""
     seen: bytearray | None = bytearray() if keep else None
+    if stream is not None:  # each event goes out at once, not held for the previous one's delayed ACK
+        with contextlib.suppress(OSError):
+            handler.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         _send_head(handler, upstream, stream is not None)
         for chunk in _chunks(upstream):

@@ -117,6 +117,7 @@ class StreamingApi:
         )
         conn.sendall(answer.encode() + self.early)
         conn.settimeout(None)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as the API server (Go) does
         with self._counted():
             data = rest
             while True:

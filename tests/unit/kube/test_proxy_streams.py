@@ -23,6 +23,7 @@ from kubernetes import client as k8s_client
 from hybrid_operator.kube import proxystreams, reviews
 from hybrid_operator.kube.client import Kube
 from hybrid_operator.kube.proxy import ApiProxy
+from tests.trickling import wait_for
 from tests.unit.kube.streamingapi import StreamingApi
 from tests.unit.kube.test_proxy import OWNER, status_of
 
@@ -149,6 +150,27 @@ def test_attach_and_port_forward_are_authorized_as_what_they_are(proxy: ApiProxy
         assert answer.startswith(b"HTTP/1.1 101 ")
         assert echo(sock, b"ping") == b"ping"
     assert api.reviews[-1]["spec"]["resourceAttributes"]["subresource"] == sub  # type: ignore[index]
+
+
+def test_small_frames_are_passed_on_at_once(proxy: ApiProxy) -> None:
+    """An exec's frames are small and come in pairs (a WebSocket header, then its data). With Nagle's
+    algorithm on the relay's sockets, a frame's second half could wait for the first's delayed ACK (40 ms):
+    4 MiB through `cat` on a real node took 2.2 s through the proxy and 0.14 s directly."""
+    sock, answer, _ = upgrade(proxy)
+    with sock:
+        assert answer.startswith(b"HTTP/1.1 101 ")
+        assert wait_for(lambda: len(proxy.streams.sockets()) == 2, 3)
+        for relayed in proxy.streams.sockets():
+            assert relayed.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Kubernetes' clients do
+        for number in range(20):
+            sock.sendall(b"\x00")
+            sock.sendall(b"%d" % (number % 10))
+            expected = b"\x00%d" % (number % 10)
+            got = b""
+            while len(got) < len(expected):
+                got += sock.recv(100)
+            assert got == expected
 
 
 def test_spdy_keeps_every_protocol_version_the_client_offers(proxy: ApiProxy, api: StreamingApi) -> None:
