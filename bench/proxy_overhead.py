@@ -21,7 +21,8 @@ import statistics
 import time
 
 from hybrid_operator.kube.client import Kube
-from hybrid_operator.kube.proxy import ApiProxy, Owner
+from hybrid_operator.kube.owners import Owner
+from hybrid_operator.kube.proxy import ApiProxy
 
 PATH = "/api/v1/namespaces/default"
 

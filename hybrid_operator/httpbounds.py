@@ -21,8 +21,11 @@ receiver (``receiving``). They build a ``BoundedServer`` with their ``Bounds`` a
 A client that goes away (reset, broken pipe, a timeout, a failed handshake) costs one debug line, never a
 traceback: that is the client's business, and 308 of them in one probe drowned the operator's log.
 
+A handler that switches protocols (the proxy's exec relay, ``kube.proxystreams``) takes the connection over
+with ``detach``: from then on the server only counts it as served, and the handler bounds its life itself.
+
 Why not aiohttp: these bounds are all http.server lacked for our four small servers, they are ours now and
-tested; moving to an event loop is a rewrite with a new dependency, left for the exec/upgrade relay work.
+tested; the proxy's long-lived streams (exec, watches) need one thread each, which its slots already bound.
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ class _DeadlineReader(io.RawIOBase):
         self._max_head_bytes = max_head_bytes
         self.deadline: float | None = None
         self.head_bytes = 0
+        self.detached = False  # the connection was handed over (``BoundedHandler.detach``): never read again
 
     def arm(self, deadline: float) -> None:
         self.deadline, self.head_bytes = deadline, 0
@@ -89,7 +93,9 @@ class _DeadlineReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: WriteableBuffer) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int | None:
+        if self.detached:
+            return None  # as a non-blocking stream with nothing to read: only what is buffered comes out
         wait = self._timeout
         if self.deadline is not None:
             left = self.deadline - time.monotonic()
@@ -257,6 +263,21 @@ class BoundedHandler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self.send_error(503, "Service Unavailable", "too many requests at once; try again")
         return False
+
+    def detach(self) -> tuple[socket.socket, bytes]:
+        """Hand the connection over to a handler that switched protocols: its socket, blocking with no
+        timeout, and the bytes the client sent past the head (already read into this handler's buffer).
+
+        Whoever takes it bounds its life (``kube.proxystreams`` cuts it at a deadline); the server still
+        counts it as served until the handler returns, then closes it.
+        """
+        self._reader.detached = True
+        self.close_connection = True
+        rest = bytearray()
+        while chunk := self.rfile.read1(65536):
+            rest += chunk
+        self.connection.settimeout(None)
+        return self.connection, bytes(rest)
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         return  # probes every few seconds, a run's every request: too many for the log

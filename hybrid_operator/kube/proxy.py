@@ -10,8 +10,11 @@ ownerReference (controller) to the object when it lives in the owner's namespace
 ``primary-resource`` annotations when it is cluster-scoped or elsewhere, then reports the child's kind so
 the reactor can start a dependent watch.
 
-Requests are forwarded with the operator's own credentials through the shared connection pool; watch
-responses are streamed through unbuffered. With ``caches`` (``--proxy-cache-reads``), a GET the operator's
+Requests are forwarded with the operator's own credentials through the shared connection pool, and time out
+after ``upstream_silence`` seconds without a byte from the API server. Long-lived ones are ``proxystreams``':
+watches and followed logs are relayed chunk by chunk with no silence timeout, exec, attach and port-forward
+are upgraded and relayed both ways by ``proxyupgrades``; a run holds a few at once, each for a bounded
+time, and all of them end with the run. With ``caches`` (``--proxy-cache-reads``), a GET the operator's
 informers can answer is answered from memory instead (``cachereads`` decides, including
 read-your-own-writes). Started by ``reactor.orchestration``; runs learn its address from the kubeconfig
 ``RunnerExecutor`` writes for them.
@@ -24,143 +27,29 @@ only after its token checked out (at most half of them for one run).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import secrets
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
-from typing import Any
 
 import urllib3
 
 from hybrid_operator import httpbounds, metrics
-from hybrid_operator.kube import cachereads, proxyrequests
+from hybrid_operator.kube import cachereads, proxyrequests, proxystreams, proxyupgrades
 from hybrid_operator.kube.client import ApiError, Kube
 from hybrid_operator.kube.objects import GVK
+from hybrid_operator.kube.owners import Child, ChildHandler, Owner, inject_owner, owned_by_kind
 
 log = logging.getLogger(__name__)
 
-PRIMARY_RESOURCE = "operator-sdk/primary-resource"
-PRIMARY_RESOURCE_TYPE = "operator-sdk/primary-resource-type"
 _COLLECTION = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)/?$"
 )
 _OBJECT = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)(?P<namespaced>/namespaces/(?P<ns>[^/]+))?/[^/]+/[^/]+/?$")
 _MAX_INSPECTED = 4 << 20  # bytes of a read object the proxy looks into for its owner
-_HOP_BY_HOP = {
-    "connection",
-    "keep-alive",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "proxy-authorization",
-}
-
-
-@dataclass(frozen=True)
-class Owner:
-    api_version: str
-    kind: str
-    name: str
-    namespace: str
-    uid: str
-
-    @property
-    def group(self) -> str:
-        return self.api_version.rpartition("/")[0]
-
-    def reference(self) -> dict[str, Any]:
-        return {
-            "apiVersion": self.api_version,
-            "kind": self.kind,
-            "name": self.name,
-            "uid": self.uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-
-
-@dataclass(frozen=True)
-class Child:
-    """A kind some run created, with whether it was namespaced and in the owner's namespace."""
-
-    api_version: str
-    kind: str
-    namespaced: bool
-    same_namespace: bool
-    owner: Owner
-
-
-ChildHandler = Callable[[Child], None]
-
-
-def inject_owner(body: dict[str, Any], owner: Owner, namespace: str | None) -> None:
-    """Make the created object point back at its owner (in place; the body is the request's own copy).
-
-    ``namespace`` is where the child lives: the request path's namespace, ``None`` for a cluster-scoped
-    child (whatever its body's ``metadata.namespace`` says). An ownerReference only when both live in the
-    same namespace, as upstream: the garbage collector refuses a namespaced owner of a cluster-scoped child
-    (``OwnerRefInvalidNamespace``) and never looks for an owner in another namespace. Every other child
-    gets operator-sdk's ``primary-resource`` annotations, which the dependent watches map back.
-    """
-    meta = body.setdefault("metadata", {})
-    if namespace and owner.namespace and namespace == owner.namespace:
-        refs = meta.setdefault("ownerReferences", [])
-        if any(r.get("uid") == owner.uid for r in refs):
-            return
-        reference = owner.reference()
-        if any(r.get("controller") for r in refs):
-            reference["controller"] = False  # the role set its own controller: respect it
-        refs.append(reference)
-        return
-    annotations = meta.setdefault("annotations", {})
-    annotations.setdefault(PRIMARY_RESOURCE, f"{owner.namespace}/{owner.name}")
-    annotations.setdefault(PRIMARY_RESOURCE_TYPE, f"{owner.kind}.{owner.group}")
-
-
-def _relay(handler: BaseHTTPRequestHandler, upstream: urllib3.BaseHTTPResponse, keep: bool) -> bytes | None:
-    """Stream the API server's answer to the run; with ``keep``, also return its (plain, bounded) body."""
-    seen: bytearray | None = bytearray() if keep else None
-    try:
-        handler.send_response(upstream.status)
-        for key, value in upstream.headers.items():
-            if key.lower() not in _HOP_BY_HOP | {"content-length"}:
-                handler.send_header(key, value)
-        handler.send_header("Connection", "close")
-        handler.end_headers()
-        for chunk in upstream.stream(16384, decode_content=False):
-            handler.wfile.write(chunk)
-            handler.wfile.flush()
-            if seen is not None:
-                seen += chunk
-                if len(seen) > _MAX_INSPECTED:
-                    seen = None
-    except (BrokenPipeError, ConnectionResetError):
-        return None  # the run hung up (e.g. a watch it no longer needs)
-    finally:
-        upstream.release_conn()
-    if seen is None or upstream.headers.get("Content-Encoding") not in (None, "", "identity"):
-        return None
-    return bytes(seen)
-
-
-def owned_by_kind(obj: dict[str, Any], owner: Owner) -> bool:
-    """Whether ``obj`` points at an object of the owner's kind: an ownerReference of that apiVersion and
-    kind, or operator-sdk's primary-resource-type annotation naming its kind and group."""
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return False
-    refs = meta.get("ownerReferences")
-    for ref in refs if isinstance(refs, list) else []:
-        if isinstance(ref, dict) and ref.get("apiVersion") == owner.api_version and ref.get("kind") == owner.kind:
-            return True
-    annotations = meta.get("annotations")
-    primary_type = annotations.get(PRIMARY_RESOURCE_TYPE) if isinstance(annotations, dict) else None
-    return primary_type == f"{owner.kind}.{owner.group}"
 
 
 class ApiProxy:
@@ -177,6 +66,9 @@ class ApiProxy:
         caches: cachereads.Caches | None = None,
         max_pending: int = 32,
         head_deadline: float = 5.0,
+        upstream_silence: float = 30.0,
+        max_streams_per_run: int = 8,
+        max_stream_seconds: float = 600.0,
     ) -> None:
         self.kube = kube
         self.inject = inject
@@ -191,6 +83,13 @@ class ApiProxy:
             head_deadline=head_deadline,
         )
         self.socket_timeout = socket_timeout
+        self.upstream_silence = upstream_silence  # seconds a plain request's answer may pause
+        self.streams = proxystreams.Streams(
+            lambda token: self._owner_of(token) is not None,
+            max_per_run=max_streams_per_run,
+            max_seconds=max_stream_seconds,
+        )
+        self.upgrades = proxyupgrades.Upgrades(kube, self.streams, silence=upstream_silence)
         self._grants: dict[str, Owner] = {}  # token -> owner, for runs in progress only
         self._runs: dict[str, str] = {}  # run id -> token
         self.caches = caches
@@ -229,12 +128,19 @@ class ApiProxy:
         )
 
     def revoke(self, run_id: str) -> None:
-        """The run ended: its token stops working (a process it left behind gets 401 from now on)."""
+        """The run ended: its token stops working (a process it left behind gets 401 from now on), and its
+        streams (exec, watches, followed logs) are cut."""
         with self._lock:
             token = self._runs.pop(run_id, None)
             if token is not None:
                 self._grants.pop(token, None)
                 self._writes.pop(token, None)
+        if token is not None and self.streams.close_run(token):
+            log.debug("cut the streams of run %s, which ended", run_id)
+
+    def _owner_of(self, token: str) -> Owner | None:
+        with self._lock:
+            return self._grants.get(token)
 
     def _owner(self, authorization: str | None) -> tuple[Owner | None, cachereads.RunWrites | None, str]:
         """The run's owner (None: not a run's token), with caches what the run wrote, and the token."""
@@ -266,6 +172,10 @@ class ApiProxy:
                 # that never finish their head, or show no token, stay in the pending pool and its bounds.
                 if not self.admit(token):
                     return
+                upgrade = proxystreams.upgrade_of(path.partition("?")[0], self.headers)
+                if upgrade is not None:
+                    proxy.upgrades.relay(self, token, path, upgrade)
+                    return
                 body = self.rfile.read(length) if length else None
                 if body is not None and len(body) != length:
                     self.close_connection = True
@@ -273,7 +183,7 @@ class ApiProxy:
                     return
                 if writes is not None and proxy._answered_from_cache(self, writes, path, body):
                     return
-                proxy._forward(self, owner, path, body)
+                proxy._forward(self, owner, token, path, body)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
 
@@ -282,6 +192,7 @@ class ApiProxy:
         log.info("API proxy for runs listening on %s", self.address)
 
     def stop(self) -> None:
+        self.streams.stop()
         if self._server is not None:
             self._server.shutdown()
 
@@ -310,7 +221,9 @@ class ApiProxy:
             pass  # the run hung up
         return True
 
-    def _forward(self, handler: BaseHTTPRequestHandler, owner: Owner, target: str, body: bytes | None) -> None:
+    def _forward(
+        self, handler: BaseHTTPRequestHandler, owner: Owner, token: str, target: str, body: bytes | None
+    ) -> None:
         path, _, query = target.partition("?")
         if handler.command == "GET" and "watch=" not in query:
             metrics.PROXY_READS.labels("api").inc()
@@ -323,29 +236,39 @@ class ApiProxy:
             except proxyrequests.BadRequest as exc:
                 handler.send_error(exc.status, exc.message)
                 return
-        headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP_BY_HOP | {"authorization", "host"}}
+        dropped = proxystreams.HOP_BY_HOP | {"authorization", "host"}
+        headers = {k: v for k, v in handler.headers.items() if k.lower() not in dropped}
         url_path = path + (f"?{query}" if query else "")
         auth: dict[str, str] = {}
         self.kube.api.update_params_for_auth(auth, [], ["BearerToken"], path, handler.command, body)
         headers.update(auth)
         if body is not None:
             headers["Content-Length"] = str(len(body))
+        # A silent API server must not hold the run (and this thread): a plain answer may pause for
+        # upstream_silence at most; a stream may be silent for good reason, and has the stream's bounds instead.
+        streamed = proxystreams.streamed(handler.command, target)
         try:
-            upstream = self.kube.api.rest_client.pool_manager.request(
-                handler.command,
-                self.kube.api.configuration.host + url_path,
-                body=body,
-                headers=headers,
-                preload_content=False,
-                # A silent API server must not hold the run (and this thread) forever; watches end sooner.
-                timeout=urllib3.Timeout(connect=10, read=600 if "watch=" in query else 30),
-                retries=False,
-                redirect=False,
-            )
+            with self.streams.open(token) if streamed else contextlib.nullcontext() as stream:
+                upstream = self.kube.api.rest_client.pool_manager.request(
+                    handler.command,
+                    self.kube.api.configuration.host + url_path,
+                    body=body,
+                    headers=headers,
+                    preload_content=False,
+                    timeout=urllib3.Timeout(connect=10, read=None if streamed else self.upstream_silence),
+                    retries=False,
+                    redirect=False,
+                )
+                if stream is not None:  # a cut ends the API server's side; the run's then ends cleanly
+                    self.streams.hold(stream, proxystreams.socket_of(upstream))
+                keep = read_one and upstream.status == 200
+                seen = proxystreams.relay(handler, upstream, keep=keep, limit=_MAX_INSPECTED, stream=stream)
+        except proxyrequests.BadRequest as exc:
+            handler.send_error(exc.status, exc.message)
+            return
         except urllib3.exceptions.HTTPError as exc:
             handler.send_error(502, f"cannot reach the API server: {exc}")
             return
-        seen = _relay(handler, upstream, keep=read_one and upstream.status == 200)
         if seen is not None:
             self._on_read(path, owner, seen)
 

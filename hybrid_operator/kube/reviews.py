@@ -3,7 +3,9 @@
 Called by ``metricsauth`` for each scrape of a secured /metrics it has not decided recently; this is how
 controller-runtime's ``--metrics-require-rbac`` and kube-rbac-proxy check callers, so the ServiceAccount of
 the operator needs ``create`` on ``tokenreviews`` and ``subjectaccessreviews``
-(deploy/rbac/metrics_auth_role.yaml). Errors stay ``ApiError``: the caller decides what a failed review means.
+(deploy/rbac/metrics_auth_role.yaml). ``proxyupgrades`` asks about the operator itself (``may_i``, a
+SelfSubjectAccessReview, which every authenticated identity may create) before it relays a run's exec.
+Errors stay ``ApiError``: the caller decides what a failed review means.
 """
 
 from __future__ import annotations
@@ -68,4 +70,25 @@ def may_access(kube: Kube, who: Identity, verb: str, path: str) -> bool:
         spec["extra"] = {k: list(v) for k, v in who.extra}
     body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
     status = kube.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=body).get("status")
+    return bool((status or {}).get("allowed"))
+
+
+def may_i(
+    kube: Kube, verb: str, *, resource: str, group: str = "", subresource: str = "", namespace: str = "", name: str = ""
+) -> bool:
+    """Whether the operator's own credentials may ``verb`` the resource (e.g. create pods/exec of one pod)."""
+    attributes = {
+        "verb": verb,
+        "group": group,
+        "resource": resource,
+        "subresource": subresource,
+        "namespace": namespace,
+        "name": name,
+    }
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {k: v for k, v in attributes.items() if v}},
+    }
+    status = kube.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=body).get("status")
     return bool((status or {}).get("allowed"))

@@ -36,7 +36,7 @@ from hybrid_operator.kube.objects import (
     namespace_of,
     owner_references_of,
 )
-from hybrid_operator.kube.proxy import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Child
+from hybrid_operator.kube.owners import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Child
 from hybrid_operator.kube.watching import Informer
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, Key, WorkQueue
 from hybrid_operator.settings.watches import Watch

@@ -47,7 +47,8 @@ from hybrid_operator.kube.objects import (
     resource_version_of,
     uid_of,
 )
-from hybrid_operator.kube.proxy import ApiProxy, Owner
+from hybrid_operator.kube.owners import Owner
+from hybrid_operator.kube.proxy import ApiProxy
 from hybrid_operator.reactor import admitting
 from hybrid_operator.reactor import status as status_mod
 from hybrid_operator.reactor.annotations import RunSettings

@@ -16,7 +16,8 @@ from hybrid_operator.ansible.executors import Executor, build_executor
 from hybrid_operator.kube.cachereads import Caches
 from hybrid_operator.kube.client import Kube, KubeObject, Resource
 from hybrid_operator.kube.events import EventRecorder
-from hybrid_operator.kube.proxy import ApiProxy, Child
+from hybrid_operator.kube.owners import Child
+from hybrid_operator.kube.proxy import ApiProxy
 from hybrid_operator.reactor.reconciling import KindContext, Reconciler
 from hybrid_operator.settings.config import Config
 from hybrid_operator.settings.watches import Watch
@@ -50,7 +51,13 @@ def build_runtime(
     """The executor ``config`` asks for, a proxy that reports children to ``on_child``, and the reconciler."""
     executor = build_executor(config, extra_ansible_args=extra_ansible_args)
     try:
-        proxy = ApiProxy(kube, inject=config.inject_owner_ref, on_child=on_child, caches=caches)
+        proxy = ApiProxy(
+            kube,
+            inject=config.inject_owner_ref,
+            on_child=on_child,
+            caches=caches,
+            max_stream_seconds=config.proxy_stream_timeout,
+        )
         return Runtime(executor, proxy, Reconciler(kube, executor, EventRecorder(kube), proxy))
     except BaseException:
         executor.close()  # its zygote and temporary dirs go with it

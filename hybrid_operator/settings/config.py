@@ -8,6 +8,7 @@ from the environment as upstream names them: ``MAX_CONCURRENT_RECONCILES_<KIND>_
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import tempfile
@@ -226,6 +227,13 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         help="disk budget for all kept artifacts; the oldest runs go first",
     )
     _switch(parser, "--inject-owner-ref", True, "give children the role creates an ownerReference")
+    a(
+        "--proxy-stream-timeout",
+        type=_duration,
+        default=None,
+        help="how long one exec, attach, port-forward, watch or followed log of a run may last through the "
+        "run proxy (default, or 0: --ansible-run-timeout); each one also ends with its run",
+    )
     _switch(
         parser,
         "--proxy-cache-reads",
@@ -337,6 +345,7 @@ class Config:
     kubeconfig: str | None
     namespaces: tuple[str, ...]  # empty: all namespaces
     proxy_cache_reads: bool = False
+    proxy_stream_timeout: float = 600.0  # seconds; math.inf when neither it nor the run's timeout is set
     inventory: Path | None = None  # ANSIBLE_INVENTORY: copied into every run's input dir instead of localhost
 
     @classmethod
@@ -372,6 +381,7 @@ class Config:
             max_artifacts_bytes=args.max_artifacts_size,
             inject_owner_ref=args.inject_owner_ref,
             proxy_cache_reads=args.proxy_cache_reads,
+            proxy_stream_timeout=args.proxy_stream_timeout or args.ansible_run_timeout or math.inf,
             executor=args.executor,
             module_server=args.module_server,
             leader_elect=args.leader_elect,

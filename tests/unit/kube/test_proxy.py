@@ -19,7 +19,8 @@ from kubernetes import client as k8s_client
 
 from hybrid_operator.kube import proxyrequests
 from hybrid_operator.kube.client import Kube
-from hybrid_operator.kube.proxy import ApiProxy, Child, Owner
+from hybrid_operator.kube.owners import Child, Owner
+from hybrid_operator.kube.proxy import ApiProxy
 
 OWNER = Owner("cache.example.com/v1alpha1", "Memcached", "m", "ns", "uid-1")
 

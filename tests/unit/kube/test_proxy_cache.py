@@ -13,7 +13,8 @@ from hybrid_operator import metrics
 from hybrid_operator.kube.cachereads import Caches
 from hybrid_operator.kube.client import Kube, Resource
 from hybrid_operator.kube.objects import GVK
-from hybrid_operator.kube.proxy import ApiProxy, Owner
+from hybrid_operator.kube.owners import Owner
+from hybrid_operator.kube.proxy import ApiProxy
 from hybrid_operator.kube.watching import Informer
 from tests.unit.kube.test_proxy import Upstream, raw, status_of
 

@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from hybrid_operator.kube.objects import GVK
-from hybrid_operator.kube.proxy import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Child, Owner, owned_by_kind
+from hybrid_operator.kube.owners import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Child, Owner, owned_by_kind
 from hybrid_operator.reactor.dependents import DependentWatches
 from hybrid_operator.reactor.queueing import Key, WorkQueue
 from hybrid_operator.settings.watches import Target, Watch

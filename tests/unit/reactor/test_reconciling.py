@@ -24,8 +24,8 @@ from hybrid_operator.ansible.running import RunRequest
 from hybrid_operator.errors import TemporaryError
 from hybrid_operator.kube.client import ApiError, KubeObject, Resource
 from hybrid_operator.kube.objects import GVK
+from hybrid_operator.kube.owners import Owner
 from hybrid_operator.kube.patching import merge_patch
-from hybrid_operator.kube.proxy import Owner
 from hybrid_operator.reactor import reconciling
 from hybrid_operator.reactor.annotations import RECONCILE_PERIOD
 from hybrid_operator.reactor.queueing import Key

@@ -93,8 +93,11 @@ class FakeExecutor:
 
 
 class FakeProxy:
-    def __init__(self, kube: Any, *, inject: bool, on_child: Any, caches: Any = None) -> None:
+    def __init__(
+        self, kube: Any, *, inject: bool, on_child: Any, caches: Any = None, max_stream_seconds: float = 0
+    ) -> None:
         self.kube, self.inject, self.on_child, self.caches = kube, inject, on_child, caches
+        self.max_stream_seconds = max_stream_seconds
         self.started = self.stopped = False
 
     def start(self) -> None:
@@ -123,13 +126,18 @@ def test_the_runtime_wires_one_executor_and_proxy_into_the_reconciler(
     kube: Any = object()
     caches: Any = object()
     runtime = wiring.build_runtime(
-        config("--inject-owner-ref=false"), kube, on_child=print, caches=caches, extra_ansible_args="--check"
+        config("--inject-owner-ref=false", "--proxy-stream-timeout=2m"),
+        kube,
+        on_child=print,
+        caches=caches,
+        extra_ansible_args="--check",
     )
     try:
         assert executor.extra_ansible_args == "--check"
         proxy = runtime.proxy
         assert isinstance(proxy, FakeProxy)
         assert (proxy.kube, proxy.inject, proxy.on_child, proxy.caches) == (kube, False, print, caches)
+        assert proxy.max_stream_seconds == 120.0
         assert isinstance(runtime.reconciler, Reconciler)
         assert runtime.reconciler.executor is executor
         assert runtime.reconciler.proxy is proxy

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import tempfile
@@ -70,6 +71,20 @@ def test_flags_are_parsed() -> None:
     assert cfg.inject_owner_ref is False
     assert cfg.run_timeout == 90.0
     assert cfg.leader_elect is True
+
+
+@pytest.mark.parametrize(
+    ("argv", "seconds"),
+    [
+        ((), 600.0),  # the run's own timeout, by default
+        (("--ansible-run-timeout=90s",), 90.0),
+        (("--ansible-run-timeout=90s", "--proxy-stream-timeout=30s"), 30.0),
+        (("--ansible-run-timeout=90s", "--proxy-stream-timeout=0"), 90.0),
+        (("--ansible-run-timeout=0",), math.inf),  # runs without a timeout: streams end with their run only
+    ],
+)
+def test_a_runs_streams_last_as_long_as_the_run_may_unless_told(argv: tuple[str, ...], seconds: float) -> None:
+    assert config(*argv).proxy_stream_timeout == seconds
 
 
 @pytest.mark.parametrize(("text", "size"), [("1024", 1024), ("2Gi", 2 << 30), ("10K", 10 << 10), ("3MB", 3 << 20)])
