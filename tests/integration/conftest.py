@@ -74,6 +74,16 @@ def namespace(api: client.ApiClient) -> Iterator[str]:
     core.delete_namespace(name, propagation_policy="Background")
 
 
+@pytest.fixture(autouse=True)
+def _real_node_only(request: pytest.FixtureRequest) -> None:
+    """Tests marked ``realnode`` run real containers (exec, logs): skipped on a bed of kwok's fake nodes."""
+    if request.node.get_closest_marker("realnode") is None:
+        return
+    nodes = client.CoreV1Api(request.getfixturevalue("api")).list_node().items
+    if not any((n.metadata.annotations or {}).get("kwok.x-k8s.io/node") != "fake" for n in nodes):
+        pytest.skip("needs a real node: a bed started with hack/local-cluster.sh up --real-node")
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
@@ -131,64 +141,78 @@ class OperatorProcess:
             self.proc.wait(10)
 
 
+def start_operator(
+    kubeconfig: str,
+    watches: Path,
+    workdir: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    wait_ready: bool = True,
+    default_artifacts: bool = False,  # no --runner-artifacts-dir: the operator's default
+    cwd: Path = ROOT,
+) -> OperatorProcess:
+    """The operator as a real process on a watches.yaml, its log and artifacts under workdir."""
+    health, metrics = free_port(), free_port()
+    artifacts = workdir / "artifacts"
+    log_path = workdir / "operator.log"
+    workdir.mkdir(parents=True, exist_ok=True)
+    full_env = {**os.environ, "KUBECONFIG": kubeconfig, **(env or {})}
+    cmd = [
+        str(Path(sys.executable).parent / "hybrid-operator"),
+        "run",
+        "--watches-file",
+        str(watches),
+        "--health-probe-bind-address",
+        f"127.0.0.1:{health}",
+        "--metrics-bind-address",
+        f"127.0.0.1:{metrics}",
+        # Role metrics on a port of the kernel's choosing: operators side by side never share 5050.
+        "--user-metrics-bind-address",
+        "127.0.0.1:0",
+        *([] if default_artifacts else ["--runner-artifacts-dir", str(artifacts)]),
+        "--ansible-verbosity",
+        "0",
+        *args,
+    ]
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=cwd, start_new_session=True
+        )
+    handle = OperatorProcess(proc, log_path, health, metrics, artifacts)
+    if wait_ready:
+        wait_until(lambda: handle.ready() or handle.proc.poll() is not None, 90, "operator ready")
+        if handle.proc.poll() is not None:
+            raise AssertionError(f"operator exited early:\n{handle.log()}")
+    return handle
+
+
+def stop_operator(handle: OperatorProcess) -> None:
+    try:
+        handle.terminate(30)
+    except subprocess.TimeoutExpired:
+        handle.kill()
+
+
 @pytest.fixture
 def operator(kubeconfig: str, crds: None, namespace: str, tmp_path: Path) -> Iterator[Callable[..., OperatorProcess]]:
+    """Starts the operator scoped to the test's namespace (WATCH_NAMESPACE), so tests can run side by side."""
     started: list[OperatorProcess] = []
 
-    def start(
-        watches: Path,
-        *args: str,
-        env: dict[str, str] | None = None,
-        wait_ready: bool = True,
-        default_artifacts: bool = False,  # no --runner-artifacts-dir: the operator's default
-    ) -> OperatorProcess:
+    def start(watches: Path, *args: str, env: dict[str, str] | None = None, **options: Any) -> OperatorProcess:
         index = len(started)
-        health, metrics = free_port(), free_port()
-        artifacts = tmp_path / f"artifacts-{index}"
-        log_path = tmp_path / f"operator-{index}.log"
         full_env = {
-            **os.environ,
-            "KUBECONFIG": kubeconfig,
             "WATCH_NAMESPACE": namespace,
-            "DEMO_LOCK_DIR": str(tmp_path / "locks"),
+            "DEMO_LOCK_DIR": str(tmp_path / "locks"),  # shared by the test's operators
             "DEMO_RECONCILE_PERIOD": "10h",
             **(env or {}),
         }
-        cmd = [
-            str(Path(sys.executable).parent / "hybrid-operator"),
-            "run",
-            "--watches-file",
-            str(watches),
-            "--health-probe-bind-address",
-            f"127.0.0.1:{health}",
-            "--metrics-bind-address",
-            f"127.0.0.1:{metrics}",
-            # Role metrics on a port of the kernel's choosing: operators side by side never share 5050.
-            "--user-metrics-bind-address",
-            "127.0.0.1:0",
-            *([] if default_artifacts else ["--runner-artifacts-dir", str(artifacts)]),
-            "--ansible-verbosity",
-            "0",
-            *args,
-        ]
-        with log_path.open("wb") as out:
-            proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=ROOT, start_new_session=True
-            )
-        handle = OperatorProcess(proc, log_path, health, metrics, artifacts)
+        handle = start_operator(kubeconfig, watches, tmp_path / f"operator-{index}", *args, env=full_env, **options)
         started.append(handle)
-        if wait_ready:
-            wait_until(lambda: handle.ready() or handle.proc.poll() is not None, 90, "operator ready")
-            if handle.proc.poll() is not None:
-                raise AssertionError(f"operator exited early:\n{handle.log()}")
         return handle
 
     yield start
     for handle in started:
-        try:
-            handle.terminate(30)
-        except subprocess.TimeoutExpired:
-            handle.kill()
+        stop_operator(handle)
 
 
 class Objects:
