@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 from hybrid_operator.ansible import compat, forking
 from hybrid_operator.ansible.privatedirs import new_temp_dir
-from hybrid_operator.ansible.warm import inline, inworker, protocol
+from hybrid_operator.ansible.warm import inline, inworker, profiling, protocol
 from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, terminate
 
 # The action plugins behind the builtin tasks roles use most. Ansible loads action plugins in its worker
@@ -108,7 +108,7 @@ def _child(run: protocol.RunSpec, local_tmp: str, close_fds: list[int]) -> None:
         compat.use_local_tmp(local_tmp)
         compat.fresh_event_contexts()
         warnings.filterwarnings("ignore", message=compat.FINDER_WARNING)  # the zygote configured it already
-        code = compat.run_playbook([program, *run.argv[1:]])
+        code = profiling.profiled("run", compat.run_playbook, [program, *run.argv[1:]])
     except BaseException:
         traceback.print_exc()
     finally:
