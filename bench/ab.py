@@ -5,7 +5,8 @@
 
 "before" is the ``hybrid_operator`` package of a git ref (``--before``, extracted with ``git archive`` and
 put first on ``PYTHONPATH``, as ``bench.fairness --ref`` does) and/or the working tree with extra
-environment (``--before-env``); "after" is the working tree (with ``--after-env``). Each round runs
+environment (``--before-env``); "after" is the working tree or the package of ``--after REF`` (with
+``--after-env``). The benchmark itself is always the working tree's. Each round runs
 before then after, or after then before on odd rounds (so neither always runs on a machine the other
 just warmed), each a fresh process, and prints the load average with each number. At the end: the median
 over the rounds of each side's median latency and CPU per run, with the spread (min-max) so what the noise
@@ -67,7 +68,7 @@ class Side:
 
 def _package_at(ref: str, work: Path) -> Path:
     """The ``hybrid_operator`` package of ``ref``, extracted under ``work``; the directory to import it from."""
-    target = work / "before"
+    target = work / ref.replace("/", "-")
     target.mkdir()
     archive = subprocess.run(
         ["git", "-C", str(ROOT), "archive", "--format=tar", ref, "hybrid_operator"], check=True, capture_output=True
@@ -88,6 +89,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--before", help="git ref whose hybrid_operator package is 'before'")
     parser.add_argument("--before-env", action="append", default=[], metavar="K=V")
+    parser.add_argument("--after", help="git ref whose hybrid_operator package is 'after' (default: working tree)")
     parser.add_argument("--after-env", action="append", default=[], metavar="K=V")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("args", nargs=argparse.REMAINDER, help="after --: bench/executors.py's arguments")
@@ -98,8 +100,9 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="hyop-ab-"))
     try:
         before = Side("before", str(_package_at(args.before, work)) if args.before else None, _env(args.before_env))
-        after = Side("after", None, _env(args.after_env))
-        print(f"before: {args.before or 'working tree'} {args.before_env}; after: working tree {args.after_env}")
+        after = Side("after", str(_package_at(args.after, work)) if args.after else None, _env(args.after_env))
+        print(f"before: {args.before or 'working tree'} {args.before_env}")
+        print(f"after: {args.after or 'working tree'} {args.after_env}")
         print(f"bench/executors.py {' '.join(passed)}; {args.rounds} rounds; {os.cpu_count()} CPUs")
         for round_ in range(args.rounds):
             print(f"round {round_ + 1}", flush=True)
