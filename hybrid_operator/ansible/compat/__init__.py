@@ -4,7 +4,8 @@ Where it sits: the zygote (``zygote``) resets Ansible's process-wide state in ev
 without the RPC host; the in-worker module path (``inworker``) hooks four private ``ActionBase`` methods
 and ``module_common._find_module_utils``; the in-process task path (``inline``) replaces the strategies'
 ``WorkerProcess`` and runs ``TaskExecutor`` itself; the template cache (``warm.templates``) serves
-``AnsibleEnvironment``'s compiles from code objects kept across runs; the executor side (``warm``) asks
+``AnsibleEnvironment``'s compiles from code objects kept across runs, the parsed-file cache (``warm.parsed``)
+``DataLoader.load_from_file``'s role loading; the executor side (``warm``) asks
 ansible-runner's ``RunnerConfig`` what to run and reads the output back through its ``OutputEventFilter``.
 No other module of the package names a private attribute of either library.
 
@@ -16,6 +17,7 @@ real interpreter, a run takes ansible-runner) with one log line, never a failed 
 start-up self-test (``selftest``) then compares a forked run against the zygote's plain warm-up run.
 """
 
+from hybrid_operator.ansible.compat.loading import ParsedFiles, hook_parsed_files, loader_hook_problems, parse_ahead
 from hybrid_operator.ansible.compat.modules import (
     MODULE_PRELOAD,
     ModulePolicy,
@@ -58,6 +60,7 @@ __all__ = [
     "UNTESTED_ENV",
     "CodeCache",
     "ModulePolicy",
+    "ParsedFiles",
     "PrivateState",
     "RunnerCommand",
     "UnsupportedAnsible",
@@ -66,11 +69,14 @@ __all__ = [
     "fresh_event_contexts",
     "hook_inline_tasks",
     "hook_modules",
+    "hook_parsed_files",
     "hook_template_cache",
     "inline_task_problems",
+    "loader_hook_problems",
     "module_fqn",
     "module_hook_problems",
     "no_rpc_host",
+    "parse_ahead",
     "precompile",
     "private_state_problems",
     "replay_output",

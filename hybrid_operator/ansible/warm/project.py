@@ -36,7 +36,7 @@ def roles_path_entries(value: str | None) -> list[Path]:
     """The directories of a ``ANSIBLE_ROLES_PATH`` value, in order, without repeats."""
     seen: list[Path] = []
     for entry in (value or "").split(os.pathsep):
-        path = Path(entry).expanduser()
+        path = Path(entry).expanduser().absolute()
         if entry and path.is_dir() and path not in seen:
             seen.append(path)
     return seen

@@ -18,12 +18,11 @@ playbook's own, one built at run time) are compiled by the run on a miss and kep
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from hybrid_operator.ansible import compat
-from hybrid_operator.ansible.warm.project import RoleFiles
 
 DISABLE_ENV = "HYBRID_OPERATOR_TEMPLATE_CACHE"
 CONDITIONAL_KEYS = frozenset({"when", "changed_when", "failed_when", "until", "that"})
@@ -71,24 +70,19 @@ def _leaves(data: Any, key: object) -> Iterator[tuple[object, str]]:
             yield from _leaves(item, key)
 
 
-def warm(files: RoleFiles) -> int:
-    """Compile the templates of these role files into the cache; how many the cache holds after."""
+def warm(role_data: Iterable[Any], template_files: Iterable[Path]) -> int:
+    """Compile the templates of these parsed role files and template files into the cache; how many the cache
+    holds after."""
     if not CACHE:
         return 0
-    from ansible.parsing.dataloader import DataLoader
-
-    loader = DataLoader()
     templates: list[str] = []
     expressions: list[str] = []
-    for path in files.yaml:
-        try:
-            found = strings_of(loader.load_from_file(str(path), cache="none", unsafe=True))
-        except Exception:  # not YAML Ansible can read: the run that uses it will say so
-            continue
+    for data in role_data:
+        found = strings_of(data)
         templates += found[0]
         expressions += found[1]
     contents = []
-    for path in files.templates:
+    for path in template_files:
         text = _text(path)
         if text is not None and any(mark in text for mark in _MARKS):
             contents.append(text)

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 from hybrid_operator.ansible import compat, forking
 from hybrid_operator.ansible.privatedirs import new_temp_dir
-from hybrid_operator.ansible.warm import inline, inworker, profiling, project, protocol, templates
+from hybrid_operator.ansible.warm import inline, inworker, parsed, profiling, project, protocol, templates
 from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, terminate
 
 # The action plugins behind the builtin tasks roles use most. Ansible loads action plugins in its worker
@@ -194,14 +194,20 @@ class ZygoteServer:
         self.send(protocol.Ready(os.getpid(), version, seconds, in_worker, "" if in_worker else why))
 
     def prepare_roles(self) -> None:
-        """What every run would otherwise do for the roles on the roles path: compile their templates."""
+        """What every run would otherwise do for the roles on the roles path: parse their YAML, compile their
+        templates (``project``, ``parsed``, ``templates``)."""
         started = time.monotonic()
         files = project.role_files(project.roles_path_entries(os.environ.get("ANSIBLE_ROLES_PATH")))
-        if problems := templates.install():
-            print(f"zygote: no template cache: {'; '.join(problems)}", file=sys.stderr)
-        else:
-            compiled = templates.warm(files)
-            print(f"zygote: {compiled} templates compiled in {time.monotonic() - started:.2f}s", file=sys.stderr)
+        for name, problems in (("parsed files", parsed.install()), ("template", templates.install())):
+            if problems:
+                print(f"zygote: no {name} cache: {'; '.join(problems)}", file=sys.stderr)
+        role_data = parsed.parse(files.yaml)
+        compiled = templates.warm(role_data, files.templates)
+        seconds = time.monotonic() - started
+        print(
+            f"zygote: {len(role_data)} role files parsed, {compiled} templates compiled in {seconds:.2f}s",
+            file=sys.stderr,
+        )
         if files.truncated:
             count = len(files.yaml) + len(files.templates)
             print(f"zygote: only the first {count} role files prepared", file=sys.stderr)
