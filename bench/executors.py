@@ -6,6 +6,10 @@
 
 ``--role foo`` runs ``roles/foo`` on a new Foo per run (its first reconcile, as after a create; needs
 ``$KUBECONFIG`` and ``kubectl``: the CRD is applied and the Foos are made in a namespace of their own).
+With ``--proxy`` each run reaches the API server as the operator's runs do: through the runs' API proxy
+(``kube.proxy.ApiProxy``, in this process) with a kubeconfig and owner of its own, so the
+``hybrid_operator.util`` plugins return the Foo's status and Event in the result instead of calling the API;
+the API requests the runs made are counted and printed per run. Without it, modules use ``$KUBECONFIG``.
 ``--role trivial`` is one ``debug`` task; ``--role modules`` is three module tasks (``stat``, ``command``
 and, when ``$KUBECONFIG`` is set, ``kubernetes.core.k8s_info``), which compares the ways a module can
 run: a new interpreter per task (``runner``, ``warm-plain``), a fork of the module server
@@ -40,6 +44,8 @@ from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import ExecutorSettings, RunnerExecutor, RunRequest
 from hybrid_operator.ansible.warm import inline
 from hybrid_operator.ansible.warm.executor import SERVER, START_TIMEOUT, WarmExecutor
+from hybrid_operator.kube.client import Kube
+from hybrid_operator.kube.proxy import ApiProxy, Owner
 
 if not __package__:  # run as ``python bench/executors.py``: the repository root holds the ``bench`` package
     sys.path.append(str(Path(__file__).resolve().parent.parent))
@@ -109,6 +115,45 @@ ROLE = "trivial"
 
 FOO_NAMESPACE = "hyop-bench-executors"
 FOOS: dict[str, list[dict[str, Any]]] = {}  # executor name -> a new Foo per run, made by ``make_foos``
+OWNER_ENV = "HYBRID_OPERATOR_OWNER"  # as ``reactor.reconciling`` sets it
+
+
+class CountingProxy:
+    """The operator's runs' API proxy, in this process, counting the requests it forwards (method, path)."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.proxy = ApiProxy(Kube.connect(os.environ["KUBECONFIG"]), inject=True, on_child=lambda _child: None)
+        self.scratch = scratch
+        self.requests: list[tuple[str, str]] = []
+        forward = self.proxy._forward
+
+        def counted(handler: Any, owner: Owner, target: str, body: bytes | None) -> None:
+            self.requests.append((str(handler.command), target.partition("?")[0]))
+            forward(handler, owner, target, body)
+
+        self.proxy._forward = counted  # type: ignore[method-assign]
+        self.proxy.start()
+
+    def env_for(self, obj: dict[str, Any], run_id: str) -> dict[str, str]:
+        """What ``reactor.reconciling`` puts in a run's environment: its owner and its kubeconfig."""
+        meta = obj["metadata"]
+        owner = Owner(obj["apiVersion"], obj["kind"], meta["name"], meta["namespace"], meta["uid"])
+        path = self.scratch / f"{run_id}.kubeconfig"
+        path.write_text(self.proxy.kubeconfig_for(owner, run_id), encoding="utf-8")
+        as_json = {"apiVersion": owner.api_version, "kind": owner.kind, "name": owner.name}
+        as_json |= {"namespace": owner.namespace, "uid": owner.uid}
+        return {OWNER_ENV: json.dumps(as_json), "KUBECONFIG": str(path), "K8S_AUTH_KUBECONFIG": str(path)}
+
+    def report(self, runs: int) -> str:
+        kinds: dict[str, int] = {}
+        for method, path in self.requests:
+            key = f"{method} {'/'.join(path.split('/')[:3])}..." if path.count("/") > 3 else f"{method} {path}"
+            kinds[key] = kinds.get(key, 0) + 1
+        detail = ", ".join(f"{n / runs:g} {k}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+        return f"API requests through the proxy per run: {len(self.requests) / runs:.1f} ({detail})"
+
+
+PROXY: CountingProxy | None = None
 
 
 def kubectl(*args: str, stdin: str | None = None) -> str:
@@ -120,6 +165,10 @@ def make_foos(executor: str, count: int) -> None:
     """``count`` new Foos for ``executor``'s runs (each run is a Foo's first reconcile, as after a create)."""
     kubectl("apply", "-f", str(ROOT / "deploy" / "crds" / "foo.yaml"))
     kubectl("wait", "--for=condition=Established", "crd/foos.samplecontroller.k8s.io", "--timeout=60s")
+    # The previous invocation deletes the namespace without waiting: wait until it is gone.
+    phase = kubectl("get", "namespace", FOO_NAMESPACE, "--ignore-not-found", "-o", "jsonpath={.status.phase}")
+    if phase == "Terminating":
+        kubectl("wait", "--for=delete", f"namespace/{FOO_NAMESPACE}", "--timeout=120s")
     with contextlib.suppress(subprocess.CalledProcessError):
         kubectl("create", "namespace", FOO_NAMESPACE)
     names = [f"{executor}-{i}" for i in range(count)]
@@ -141,9 +190,10 @@ def make_foos(executor: str, count: int) -> None:
 def request(i: int, executor: str = "") -> RunRequest:
     if ROLE == "foo":
         obj = FOOS[executor][i]
-        env = {"K8S_AUTH_KUBECONFIG": os.environ["KUBECONFIG"]}
+        run_id = f"run{i:05d}"
+        env = PROXY.env_for(obj, run_id) if PROXY else {"K8S_AUTH_KUBECONFIG": os.environ["KUBECONFIG"]}
         return RunRequest(
-            run_id=f"run{i:05d}",
+            run_id=run_id,
             group="samplecontroller.k8s.io",
             version="v1alpha1",
             kind="Foo",
@@ -194,6 +244,39 @@ def measure(name: str, executor: RunnerExecutor | WarmExecutor, runs: int, paral
     return Numbers(name, latencies, wall, cpu, failures)
 
 
+def run_one(name: str, args: argparse.Namespace, scratch: Path, server: tuple[str, ...]) -> Numbers:
+    """Start executor ``name``, measure its runs, print the numbers, stop it."""
+    global PROXY
+    warm, module_server, inline_tasks = EXECUTORS[name]
+    os.environ[inline.DISABLE_ENV] = "1" if inline_tasks else "0"  # read when the zygote starts
+    settings = ExecutorSettings(
+        artifacts_root=scratch / name,
+        roles_paths=(scratch / "roles", ROOT / "roles"),
+        module_server=module_server,
+    )
+    if ROLE == "foo":
+        make_foos(name, args.runs)
+        if args.proxy:
+            PROXY = CountingProxy(scratch)
+    executor: RunnerExecutor | WarmExecutor
+    if warm:
+        started = time.monotonic()
+        executor = WarmExecutor(settings, server)
+        version = executor.wait_until_ready(START_TIMEOUT)
+        print(f"{name:<17} zygote ready in {time.monotonic() - started:.2f} s (ansible-core {version})")
+    else:
+        executor = RunnerExecutor(settings)
+    try:
+        numbers = measure(name, executor, args.runs, args.parallel)
+    finally:
+        executor.close()
+    print(numbers.line())
+    if PROXY is not None:
+        print(f"{name:<17} {PROXY.report(args.runs)}")
+        PROXY.proxy.stop()
+    return numbers
+
+
 def main() -> int:
     global ROLE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -202,6 +285,7 @@ def main() -> int:
     parser.add_argument("--warm-up", choices=("zygote", "child"), default="zygote", help="see bench/zygotes.py")
     parser.add_argument("--role", choices=("trivial", "modules", "foo"), default="trivial", help="what each run does")
     parser.add_argument("--executors", default="runner,warm", help=f"comma-separated, of {', '.join(EXECUTORS)}")
+    parser.add_argument("--proxy", action="store_true", help="--role foo: through the runs' API proxy, counted")
     args = parser.parse_args()
     names = [n for n in args.executors.split(",") if n]
     unknown = [n for n in names if n not in EXECUTORS]
@@ -220,28 +304,7 @@ def main() -> int:
         measured: dict[str, Numbers] = {}
         server = zygotes.SERVER if args.warm_up == "child" else SERVER
         for name in names:
-            warm, module_server, inline_tasks = EXECUTORS[name]
-            os.environ[inline.DISABLE_ENV] = "1" if inline_tasks else "0"  # read when the zygote starts
-            settings = ExecutorSettings(
-                artifacts_root=scratch / name,
-                roles_paths=(scratch / "roles", ROOT / "roles"),
-                module_server=module_server,
-            )
-            if ROLE == "foo":
-                make_foos(name, args.runs)
-            executor: RunnerExecutor | WarmExecutor
-            if warm:
-                started = time.monotonic()
-                executor = WarmExecutor(settings, server)
-                version = executor.wait_until_ready(START_TIMEOUT)
-                print(f"{name:<17} zygote ready in {time.monotonic() - started:.2f} s (ansible-core {version})")
-            else:
-                executor = RunnerExecutor(settings)
-            try:
-                measured[name] = measure(name, executor, args.runs, args.parallel)
-            finally:
-                executor.close()
-            print(measured[name].line())
+            measured[name] = run_one(name, args, scratch, server)
         if names and names[0] in measured:
             base = measured[names[0]]
             for name in names[1:]:

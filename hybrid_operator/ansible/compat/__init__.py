@@ -3,8 +3,10 @@
 Where it sits: the zygote (``zygote``) resets Ansible's process-wide state in every fork and warms up
 without the RPC host; the in-worker module path (``inworker``) hooks four private ``ActionBase`` methods
 and ``module_common._find_module_utils``; the in-process task path (``inline``) replaces the strategies'
-``WorkerProcess`` and runs ``TaskExecutor`` itself; the executor side (``warm``) asks ansible-runner's
-``RunnerConfig`` what to run and reads the output back through ansible-runner's ``OutputEventFilter``.
+``WorkerProcess`` and runs ``TaskExecutor`` itself; the template cache (``warm.templates``) serves
+``AnsibleEnvironment``'s compiles from code objects kept across runs, the parsed-file cache (``warm.parsed``)
+``DataLoader.load_from_file``'s role loading; the executor side (``warm``) asks
+ansible-runner's ``RunnerConfig`` what to run and reads the output back through its ``OutputEventFilter``.
 No other module of the package names a private attribute of either library.
 
 The rules for each touchpoint: its expected shape is written down here, per ansible-core minor where
@@ -15,6 +17,7 @@ real interpreter, a run takes ansible-runner) with one log line, never a failed 
 start-up self-test (``selftest``) then compares a forked run against the zygote's plain warm-up run.
 """
 
+from hybrid_operator.ansible.compat.loading import ParsedFiles, hook_parsed_files, loader_hook_problems, parse_ahead
 from hybrid_operator.ansible.compat.modules import (
     ModulePolicy,
     hook_modules,
@@ -37,6 +40,7 @@ from hybrid_operator.ansible.compat.state import (
     use_local_tmp,
 )
 from hybrid_operator.ansible.compat.tasks import hook_inline_tasks, inline_task_problems, run_task_inline
+from hybrid_operator.ansible.compat.templates import CodeCache, hook_template_cache, precompile, template_cache_problems
 from hybrid_operator.ansible.compat.versions import (
     FINDER_WARNING,
     SUPPORTED,
@@ -51,7 +55,9 @@ __all__ = [
     "PRIVATE_STATE",
     "SUPPORTED",
     "UNTESTED_ENV",
+    "CodeCache",
     "ModulePolicy",
+    "ParsedFiles",
     "PrivateState",
     "RunnerCommand",
     "UnsupportedAnsible",
@@ -61,11 +67,16 @@ __all__ = [
     "fresh_event_contexts",
     "hook_inline_tasks",
     "hook_modules",
+    "hook_parsed_files",
+    "hook_template_cache",
     "inline_task_problems",
+    "loader_hook_problems",
     "module_fqn",
     "module_hook_problems",
     "module_preload",
     "no_rpc_host",
+    "parse_ahead",
+    "precompile",
     "private_state_problems",
     "replay_output",
     "reset_private_state",
@@ -75,6 +86,7 @@ __all__ = [
     "runner_problems",
     "runs_this_interpreter",
     "template_keywords",
+    "template_cache_problems",
     "to_module_side",
     "use_local_tmp",
 ]

@@ -39,6 +39,7 @@ import traceback
 from typing import Any
 
 from hybrid_operator.ansible import compat, forking
+from hybrid_operator.ansible.warm import profiling
 
 SHARED_CACHE_DIR = "ansiballz-shared"
 _installed: dict[str, Any] = {}
@@ -77,7 +78,7 @@ def _child(wrapper: bytes, env: dict[str, str], cwd: str | None, out_fd: int, er
         forking.fresh_std_streams()
         forking.enter(env, cwd, replace_env=False)  # the worker's environment plus the task's, as the shell gives
         compat.to_module_side()
-        rc = forking.run_as_main(wrapper)
+        rc = profiling.profiled("module", forking.run_as_main, wrapper)
     except BaseException:
         with contextlib.suppress(Exception):
             traceback.print_exc()

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 from hybrid_operator.ansible import compat, forking
 from hybrid_operator.ansible.privatedirs import new_temp_dir
-from hybrid_operator.ansible.warm import inline, inworker, protocol
+from hybrid_operator.ansible.warm import inline, inworker, parsed, profiling, project, protocol, templates
 from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, terminate
 
 # The action plugins behind the builtin tasks roles use most. Ansible loads action plugins in its worker
@@ -108,7 +108,7 @@ def _child(run: protocol.RunSpec, local_tmp: str, close_fds: list[int]) -> None:
         compat.use_local_tmp(local_tmp)
         compat.fresh_event_contexts()
         warnings.filterwarnings("ignore", message=compat.FINDER_WARNING)  # the zygote configured it already
-        code = compat.run_playbook([program, *run.argv[1:]])
+        code = profiling.profiled("run", compat.run_playbook, [program, *run.argv[1:]])
     except BaseException:
         traceback.print_exc()
     finally:
@@ -173,6 +173,7 @@ class ZygoteServer:
                 inworker.preload()
         if self.inline_tasks and (problems := inline.install()):  # each task forks a worker, as usual
             print(f"zygote: tasks fork Ansible's worker: {'; '.join(problems)}", file=sys.stderr)
+        self.prepare_roles()
         gc.collect()
         problems = compat.private_state_problems(populated=self.warms_up_in_itself)
         if problems:
@@ -191,6 +192,25 @@ class ZygoteServer:
         signal.signal(signal.SIGINT, self._on_term)
         seconds = time.monotonic() - started
         self.send(protocol.Ready(os.getpid(), version, seconds, in_worker, "" if in_worker else why))
+
+    def prepare_roles(self) -> None:
+        """What every run would otherwise do for the roles on the roles path: parse their YAML, compile their
+        templates (``project``, ``parsed``, ``templates``)."""
+        started = time.monotonic()
+        files = project.role_files(project.roles_path_entries(os.environ.get("ANSIBLE_ROLES_PATH")))
+        for name, problems in (("parsed files", parsed.install()), ("template", templates.install())):
+            if problems:
+                print(f"zygote: no {name} cache: {'; '.join(problems)}", file=sys.stderr)
+        role_data = parsed.parse(files.yaml)
+        compiled = templates.warm(role_data, files.templates)
+        seconds = time.monotonic() - started
+        print(
+            f"zygote: {len(role_data)} role files parsed, {compiled} templates compiled in {seconds:.2f}s",
+            file=sys.stderr,
+        )
+        if files.truncated:
+            count = len(files.yaml) + len(files.templates)
+            print(f"zygote: only the first {count} role files prepared", file=sys.stderr)
 
     def _first_message(self) -> protocol.WarmUp:
         while True:

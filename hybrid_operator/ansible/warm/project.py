@@ -1,0 +1,80 @@
+"""The files of the roles every run may use, found once by the zygote so it can prepare them for its forks.
+
+Where it sits: the zygote (``zygote.ZygoteServer.start``) calls ``role_files`` after its warm-up, with the
+roles path of its environment (``ANSIBLE_ROLES_PATH``: the operator's ``--roles-path`` entries and the
+``roles/`` beside watches.yaml), and hands the YAML files to ``templates`` (their Jinja templates compiled
+once for every run) and ``yamlcache`` (parsed once for every run). Bounded: a roles path holding a whole
+file system costs the zygote at most ``MAX_FILES`` files of at most ``MAX_FILE_BYTES`` each, ``MAX_BYTES``
+in all; anything past that is simply not prepared (runs read it themselves, as before).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_FILES = 2000
+MAX_FILE_BYTES = 1 << 20
+MAX_BYTES = 32 << 20
+# A role's directories that hold YAML Ansible loads (tasks, handlers, variables, its argument specs).
+YAML_DIRS = ("tasks", "handlers", "defaults", "vars", "meta")
+TEMPLATE_DIR = "templates"
+YAML_SUFFIXES = (".yml", ".yaml", ".json")
+
+
+@dataclass
+class RoleFiles:
+    """What ``role_files`` found: YAML files, template files, and whether a bound stopped the search."""
+
+    yaml: list[Path] = field(default_factory=list)
+    templates: list[Path] = field(default_factory=list)
+    truncated: bool = False
+
+
+def roles_path_entries(value: str | None) -> list[Path]:
+    """The directories of a ``ANSIBLE_ROLES_PATH`` value, in order, without repeats."""
+    seen: list[Path] = []
+    for entry in (value or "").split(os.pathsep):
+        path = Path(entry).expanduser().absolute()
+        if entry and path.is_dir() and path not in seen:
+            seen.append(path)
+    return seen
+
+
+def role_files(roots: list[Path]) -> RoleFiles:
+    """The YAML and template files of every role directly under ``roots`` (a role: a directory with a
+    ``tasks/`` or ``meta/`` directory), within the bounds of the module docstring."""
+    found = RoleFiles()
+    total = 0
+    for role in (r for root in roots for r in sorted(root.iterdir()) if _is_role(r)):
+        for sub, suffixes, into in [(d, YAML_SUFFIXES, found.yaml) for d in YAML_DIRS] + [
+            (TEMPLATE_DIR, None, found.templates)
+        ]:
+            for path in _files(role / sub):
+                if suffixes is not None and path.suffix not in suffixes:
+                    continue
+                size = path.stat().st_size
+                if size > MAX_FILE_BYTES:
+                    continue
+                if len(found.yaml) + len(found.templates) >= MAX_FILES or total + size > MAX_BYTES:
+                    found.truncated = True
+                    return found
+                total += size
+                into.append(path)
+    return found
+
+
+def _is_role(path: Path) -> bool:
+    return path.is_dir() and not path.name.startswith(".") and ((path / "tasks").is_dir() or (path / "meta").is_dir())
+
+
+def _files(directory: Path) -> list[Path]:
+    """Regular files under ``directory`` (recursively, not through symbolic links to directories), sorted."""
+    if not directory.is_dir():
+        return []
+    out = []
+    for base, dirs, names in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        out += [Path(base, n) for n in sorted(names) if not n.startswith(".") and os.path.isfile(os.path.join(base, n))]
+    return out
