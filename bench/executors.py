@@ -45,7 +45,8 @@ from hybrid_operator.ansible.running import ExecutorSettings, RunnerExecutor, Ru
 from hybrid_operator.ansible.warm import inline
 from hybrid_operator.ansible.warm.executor import SERVER, START_TIMEOUT, WarmExecutor
 from hybrid_operator.kube.client import Kube
-from hybrid_operator.kube.proxy import ApiProxy, Owner
+from hybrid_operator.kube.owners import Owner
+from hybrid_operator.kube.proxy import ApiProxy
 
 if not __package__:  # run as ``python bench/executors.py``: the repository root holds the ``bench`` package
     sys.path.append(str(Path(__file__).resolve().parent.parent))
@@ -127,9 +128,9 @@ class CountingProxy:
         self.requests: list[tuple[str, str]] = []
         forward = self.proxy._forward
 
-        def counted(handler: Any, owner: Owner, target: str, body: bytes | None) -> None:
+        def counted(handler: Any, owner: Owner, token: str, target: str, body: bytes | None) -> None:
             self.requests.append((str(handler.command), target.partition("?")[0]))
-            forward(handler, owner, target, body)
+            forward(handler, owner, token, target, body)
 
         self.proxy._forward = counted  # type: ignore[method-assign]
         self.proxy.start()

@@ -85,8 +85,8 @@ __all__ = [
     "runner_command",
     "runner_problems",
     "runs_this_interpreter",
-    "template_keywords",
     "template_cache_problems",
+    "template_keywords",
     "to_module_side",
     "use_local_tmp",
 ]
