@@ -79,7 +79,7 @@ realnode_preflight() {
 realnode_lock() {
   mkdir -p "${node_lock%/*}"
   local fd holder
-  exec {fd}>"$node_lock.flock"
+  exec {fd}<"${node_lock%/*}" # the check and the write under flock(2) on the lock's dir: no file of its own
   flock "$fd"
   holder=$(cat "$node_lock" 2>/dev/null || true)
   if [ -n "$holder" ] && [ "$holder" != "$state" ] && [ -f "$holder/real-node" ]; then
