@@ -67,8 +67,9 @@ def test_reviews_pass_untouched_and_a_cluster_scoped_child_gets_annotations(
     wait_until(
         lambda: rbac.read_cluster_role(name).rules[0].resources == ["configmaps"], 60, "the ClusterRole restored"
     )
-    # A 422 status, not the digits inside a port number or a timestamp.
-    assert re.search(r"(?<![\d:.])422(?!\d)", op.log()) is None
+    # A 422 status, not the digits inside a port number, a timestamp or a name (the test's namespace is
+    # t-<8 hex digits>: t-bde422d1 failed this once).
+    assert re.search(r"(?<![\w:.-])422(?![\w-])", op.log()) is None
     # The role's ignored failure is in the log, as upstream logs every failed task, with object and task.
     line = next(ln for ln in op.log().splitlines() if "let pass by the role" in ln)
     assert "(ignore_errors): no optional setting given" in line
