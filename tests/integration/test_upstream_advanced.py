@@ -212,7 +212,8 @@ def test_reconciliationtest(advanced: Advanced) -> None:
 
     failure = wait_until(failed, 90, "the ReconciliationTest's second run to fail")
     assert failure["message"].startswith("Update ConfigMap: Failed to patch object")
-    assert "cannot unmarshal number into Go struct field ConfigMap.data of type string" in failure["message"]
+    # The API server's reason follows the whole patch it echoes: read it in the failed task's logged output.
+    assert "cannot unmarshal number into Go struct field ConfigMap.data of type string" in advanced.operator.log()
     assert advanced.core.read_namespaced_config_map(name, NAMESPACE).data == {"iterations": "1"}
 
 
