@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The supported ansible-core range, tested: what hack/test.sh runs after the main suite.
 #
-#   hack/test-matrix.sh legs     every supported minor but the default venv's (hack/constraints/)
+#   hack/test-matrix.sh legs     every supported minor but the default venv's (hack/constraints/; with .venv
+#                                on 2.21: 2.18, the one operator-sdk's image pins, 2.19 and 2.20)
 #   hack/test-matrix.sh 2.19     one minor
 #   hack/test-matrix.sh canary   the newest ansible-core release on PyPI, whatever our range says
 #
@@ -79,7 +80,7 @@ canary() {
   else
     banner "CANARY: ansible-core $newest MOVED something the warm executor borrows (see the failures above)." \
       "The operator still works on it (the warm executor switches itself off and uses ansible-runner);" \
-      "fix hybrid_operator/ansible/compat.py for $newest before widening the supported range. CI is not failed for this."
+      "fix hybrid_operator/ansible/compat/ for $newest before widening the supported range. CI is not failed for this."
   fi
   printf -- '--> canary: %d s\n' $((SECONDS - started))
 }

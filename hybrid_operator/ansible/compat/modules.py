@@ -37,6 +37,10 @@ _MODULE_PRELOAD: dict[tuple[int, int], tuple[str, ...]] = {
 }
 
 
+# Whether ``ansible.module_utils`` has a controller mode (``_internal.is_controller``) to switch off.
+_CONTROLLER_MODE = {(2, 18): False, (2, 19): True}
+
+
 def module_preload() -> tuple[str, ...]:
     return per_minor(_MODULE_PRELOAD)
 
@@ -54,7 +58,7 @@ def to_module_side() -> None:
     as in a new interpreter. 2.19 and later: ``is_controller`` false (warnings go into the result) and the
     module-side traceback switch. 2.18: no warnings or deprecations collected yet (the controller's own
     argument-spec checks add to the same lists a module returns)."""
-    if per_minor({(2, 18): False, (2, 19): True}):
+    if per_minor(_CONTROLLER_MODE):
         from ansible.module_utils import _internal
         from ansible.module_utils._internal import _traceback
 
@@ -69,7 +73,7 @@ def to_module_side() -> None:
 
 def _module_side_problems() -> list[str]:
     """Why ``to_module_side`` cannot work in the installed ansible-core (empty: it can)."""
-    if per_minor({(2, 18): False, (2, 19): True}):
+    if per_minor(_CONTROLLER_MODE):
         from ansible.module_utils import _internal
         from ansible.module_utils._internal import _traceback
 

@@ -209,6 +209,7 @@ def test_the_tables_start_at_the_oldest_supported_minor() -> None:
         modules._MODULE_FQN,
         modules._LOW_LEVEL_PARAMS,
         modules._MODULE_PRELOAD,
+        modules._CONTROLLER_MODE,
         names._TEMPLATE_KEYWORDS,
         names._DECODER_KEYS,
     ):
