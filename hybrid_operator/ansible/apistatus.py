@@ -25,6 +25,10 @@ MAX_CAUSES = 5
 MAX_CAUSE = 200
 MAX_TEXT = 64 * 1024  # a Status with every cause of a large object fits; longer text is not searched
 _STATUS = re.compile(r'\{\s*"kind"\s*:\s*"Status"')
+MAX_VALUE = 40  # an echoed "Invalid value" longer than this is elided, so the reason after it is kept
+# A validator's message: "Invalid value: " and the value it refused (a quoted Go string, or a bare token),
+# then ": " and why. The value can be the whole object a patch sent (a 422 from decoding a patch).
+_INVALID_VALUE = re.compile(r'(?P<head>Invalid value: )(?P<value>"(?:[^"\\]|\\.)*"|[^:"]*)(?P<rest>: .*)?\Z', re.DOTALL)
 _BYTES_LITERAL = re.compile(r"""b(['"])(?P<body>.*?(?<!\\)(?:\\\\)*)\1""", re.DOTALL)
 
 
@@ -83,10 +87,20 @@ def _candidates(text: str) -> list[tuple[str, int]]:
 
 def _cause(cause: dict[str, Any]) -> str:
     field = str(cause.get("field") or "").strip()
-    message = _bounded(str(cause.get("message") or cause.get("reason") or "invalid").strip(), MAX_CAUSE)
+    message = _bounded(_elide_value(str(cause.get("message") or cause.get("reason") or "invalid").strip()), MAX_CAUSE)
     if field and message.startswith(f"{field}:"):  # some validators repeat the field in the message
         return message
     return f"{field}: {message}" if field else message
+
+
+def _elide_value(message: str) -> str:
+    """``Invalid value: "<the whole patch>": json: cannot unmarshal ...`` -> the value cut short, the reason kept."""
+    match = _INVALID_VALUE.search(message)
+    if match is None or len(match.group("value")) <= MAX_VALUE:
+        return message
+    value = match.group("value")
+    short = value[: MAX_VALUE - 4] + ('..."' if value.startswith('"') else "...")
+    return message[: match.start()] + match.group("head") + short + (match.group("rest") or "")
 
 
 def _object(details: dict[str, Any]) -> str:

@@ -51,6 +51,29 @@ def test_a_status_inside_a_bytes_literal_is_read_too() -> None:
     )
 
 
+def test_an_echoed_patch_is_elided_so_the_reason_after_it_is_kept() -> None:
+    """A ConfigMap patch with a number in ``data``: the API server echoes the whole patch, then says why."""
+    patch = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "data": {"iterations": 2, "pad": "x" * 400}})
+    cause = f"Invalid value: {json.dumps(patch)}: json: cannot unmarshal number into Go struct field of type string"
+    text = "Failed to patch object: " + repr(json.dumps(status(causes=[{"field": "patch", "message": cause}])).encode())
+    line = apistatus.invalid_message(text)
+    assert line is not None
+    assert line.endswith(
+        'patch: Invalid value: "{\\"apiVersion\\": \\"v1\\", \\"kind\\": ...": json: '
+        "cannot unmarshal number into Go struct field of type string"
+    ), line
+    assert "pad" not in line
+
+
+def test_a_short_value_is_kept_whole() -> None:
+    cause = {
+        "field": "spec.replicas",
+        "message": 'Invalid value: "seven": spec.replicas in body must be of type integer',
+    }
+    line = apistatus.invalid_message("x: " + json.dumps(status(causes=[cause])))
+    assert line is not None and line.endswith(cause["message"]), line
+
+
 def test_many_causes_are_bounded_and_counted() -> None:
     causes = [{"field": f"spec.items[{i}].name", "message": "Required value" + "!" * 500} for i in range(9)]
     line = apistatus.invalid_message("Failed to apply object: " + json.dumps(status(causes=causes)))
