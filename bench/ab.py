@@ -10,7 +10,8 @@ environment (``--before-env``); "after" is the working tree or the package of ``
 before then after, or after then before on odd rounds (so neither always runs on a machine the other
 just warmed), each a fresh process, and prints the load average with each number. At the end: the median
 over the rounds of each side's median latency and CPU per run, with the spread (min-max) so what the noise
-could explain is visible. Numbers, never pass/fail.
+could explain is visible, and the median of the rounds' paired differences (after minus before, each round's two
+runs back to back), which the machine's drift over the rounds touches less. Numbers, never pass/fail.
 """
 
 from __future__ import annotations
@@ -115,6 +116,10 @@ def main() -> int:
             print(f"{name}:                 after  {_spread(after.medians[name])}")
             print(f"{name}: CPU per run     before {_spread(before.cpus[name])}")
             print(f"{name}:                 after  {_spread(after.cpus[name])}")
+            # Each round ran both sides back to back: their difference is less exposed to the machine's drift.
+            for what, b, a in (("latency", before.medians, after.medians), ("CPU", before.cpus, after.cpus)):
+                paired = [y - x for x, y in zip(b[name], a[name], strict=False)]
+                print(f"{name}: {what} after - before, paired by round: {_spread(paired)}")
         print(f"load average now {os.getloadavg()[0]:.1f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -5,7 +5,8 @@ without the RPC host; the in-worker module path (``inworker``) hooks four privat
 and ``module_common._find_module_utils``; the in-process task path (``inline``) replaces the strategies'
 ``WorkerProcess`` and runs ``TaskExecutor`` itself; the template cache (``warm.templates``) serves
 ``AnsibleEnvironment``'s compiles from code objects kept across runs, the parsed-file cache (``warm.parsed``)
-``DataLoader.load_from_file``'s role loading; the executor side (``warm``) asks
+``DataLoader.load_from_file``'s role loading, the local temp dirs (``warm.tmpdirs``) ``ActionBase._make_tmp_path``
+and ``_remove_tmp_path``; the executor side (``warm``) asks
 ansible-runner's ``RunnerConfig`` what to run and reads the output back through its ``OutputEventFilter``.
 No other module of the package names a private attribute of either library.
 
@@ -41,6 +42,7 @@ from hybrid_operator.ansible.compat.state import (
 )
 from hybrid_operator.ansible.compat.tasks import hook_inline_tasks, inline_task_problems, run_task_inline
 from hybrid_operator.ansible.compat.templates import CodeCache, hook_template_cache, precompile, template_cache_problems
+from hybrid_operator.ansible.compat.tmpdirs import hook_tmpdirs, tmpdir_hook_problems
 from hybrid_operator.ansible.compat.versions import (
     FINDER_WARNING,
     SUPPORTED,
@@ -69,6 +71,7 @@ __all__ = [
     "hook_modules",
     "hook_parsed_files",
     "hook_template_cache",
+    "hook_tmpdirs",
     "inline_task_problems",
     "loader_hook_problems",
     "module_fqn",
@@ -87,6 +90,7 @@ __all__ = [
     "runs_this_interpreter",
     "template_cache_problems",
     "template_keywords",
+    "tmpdir_hook_problems",
     "to_module_side",
     "use_local_tmp",
 ]

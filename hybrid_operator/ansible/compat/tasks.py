@@ -1,12 +1,20 @@
 """In-process tasks (``warm.inline``): ``run_task_inline`` mirrors ``WorkerProcess._run`` of the minors in
 ``_INLINE_MINORS``; ``hook_inline_tasks`` makes the strategies use it.
+
+A task run in the strategy's own thread hands its messages (its result, and the callbacks its loop items and
+retries send) to ``_DirectQueue``, which does at once what the strategy's results thread does with each of them
+(``results_thread_main``), after the same pickle round trip the queue's pipe gives them. Through the queue each
+message cost a pipe write, a wake-up of the results thread, the GIL handed to it and back, and the strategy's
+1 ms polls until the result showed up: on a busy machine each hand-over waits for the scheduler.
 """
 
 from __future__ import annotations
 
 import inspect
 import os
+import threading
 from collections.abc import Callable
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from hybrid_operator.ansible.compat.versions import UNTESTED_ENV, ansible_version
@@ -15,6 +23,14 @@ from hybrid_operator.ansible.compat.versions import UNTESTED_ENV, ansible_versio
 # result differently: they keep the worker fork). A newer minor is only tried under ``UNTESTED_ENV``.
 _INLINE_MINORS = ((2, 21),)
 _TASK_EXECUTOR_PARAMS = ("self", "host", "play_context", "loader", "shared_loader_obj", "final_q", "variable_manager")
+_QUEUE_TASK_PARAMS = ("self", "host", "task", "task_vars", "play_context")
+# What ``results_thread_main`` does with a task's result and with a callback a task sends (``_DirectQueue``).
+_RESULTS_THREAD = (
+    "strategy._tqm.send_callback(result.method_name, task_result)",
+    "strategy._results.append(result)",
+    "_convert_wire_task_result_to_host_task_result(result.wire_task_result)",
+)
+_current = threading.local()  # the strategy whose ``_queue_task`` is running in this thread
 
 
 def inline_task_problems() -> list[str]:
@@ -46,9 +62,71 @@ def inline_task_problems() -> list[str]:
         for name in ("_task", "_task_vars", "_host", "_play_context", "_loader", "_final_q"):
             if f"self.{name} = " not in inspect.getsource(worker.WorkerProcess.__init__):
                 problems.append(f"WorkerProcess.{name}: not set by its constructor")
+        problems += _results_path_problems(strategy, _task)
     except Exception as exc:
         problems = [f"{type(exc).__name__}: {exc}"]
     return problems
+
+
+def _results_path_problems(strategy: Any, task_module: Any) -> list[str]:
+    """What ``_DirectQueue`` relies on in the strategy: how its results thread handles a task's messages."""
+    problems = []
+    if tuple(inspect.signature(strategy.StrategyBase._queue_task).parameters) != _QUEUE_TASK_PARAMS:
+        problems.append("StrategyBase._queue_task: not the expected parameters")
+    source = inspect.getsource(strategy.results_thread_main)
+    problems += [f"results_thread_main: no {line}" for line in _RESULTS_THREAD if line not in source]
+    init = inspect.getsource(strategy.StrategyBase.__init__)
+    for name in ("_results", "_results_lock"):  # (annotated or not)
+        if f"self.{name} = " not in init and f"self.{name}: " not in init:
+            problems.append(f"StrategyBase.{name}: not set")
+    if not callable(getattr(getattr(task_module, "WireTaskResult", None), "create", None)):
+        problems.append("ansible._internal._task.WireTaskResult.create: not found")
+    return problems
+
+
+class _DirectQueue:
+    """The results queue of a task run in the strategy's own thread: each message handled at once, as the
+    strategy's results thread handles it when it comes out of the queue (see the module docstring)."""
+
+    def __init__(self, strategy: Any) -> None:
+        self._strategy = strategy
+
+    def _received(self, host: Any, task: Any, utr: Any) -> Any:
+        from ansible._internal._task import WireTaskResult
+
+        wire = ForkingPickler.loads(ForkingPickler.dumps(WireTaskResult.create(host=host, task=task, utr=utr)))
+        return self._strategy._convert_wire_task_result_to_host_task_result(wire)
+
+    def send_callback(self, method_name: str, host: Any, task: Any, utr: Any) -> None:
+        self._strategy._tqm.send_callback(method_name, self._received(host, task, utr))
+
+    def send_task_result(self, host: Any, task: Any, utr: Any) -> None:
+        result = self._received(host, task, utr)
+        with self._strategy._results_lock:
+            self._strategy._results.append(result)
+
+    def __getattr__(self, name: str) -> Any:  # anything else (never sent by an in-process task): the queue's
+        return getattr(self._strategy._final_q, name)
+
+
+def _send_result(final_q: Any, host: Any, task: Any, utr: Any) -> None:
+    """``final_q.send_task_result``, with the worker's fallback when the result cannot be sent."""
+    from ansible._internal import _task
+    from ansible.errors import AnsibleError
+    from ansible.inventory.host import Host
+    from ansible.playbook.task import Task
+
+    try:
+        final_q.send_task_result(host, task, utr)
+    except Exception as ex:
+        try:
+            raise AnsibleError("Task result omitted due to queue send failure.") from ex
+        except Exception as ex_wrapper:
+            stand_in = Task()
+            stand_in._uuid = task._uuid
+            failed = _task.UnifiedTaskResult.create_from_action_exception(ex_wrapper)
+            failed.finalize_registered_values()
+            final_q.send_task_result(Host(name=host.name), stand_in, failed)
 
 
 def run_task_inline(worker: Any) -> None:
@@ -58,12 +136,18 @@ def run_task_inline(worker: Any) -> None:
     Differences, each on purpose: the task is a copy (a worker's fork gets one for free; ``squash`` and
     the executor's templating change it in place, and a handler may run again); stdio is left alone and
     ``Display`` is not proxied (this process is the one that prints); the worker's hard exit on an
-    unexpected error becomes a failed result for that task, as its queue-send failure path builds one."""
+    unexpected error becomes a failed result for that task, as its queue-send failure path builds one; the
+    task's messages go to ``_DirectQueue`` (see the module docstring) when the strategy that queued it is
+    known, else to the queue as before."""
     from ansible._internal import _task
     from ansible.executor.task_executor import TaskExecutor
 
     task = worker._task.copy()
     host = worker._host
+    strategy = getattr(_current, "strategy", None)
+    final_q: Any = worker._final_q
+    if strategy is not None and strategy._final_q is final_q:  # the strategy that queued this task
+        final_q = _DirectQueue(strategy)
     try:
         with _task.TaskContext.create(task=task, task_vars=worker._task_vars, host_name=host.name):
             task.squash()
@@ -72,7 +156,7 @@ def run_task_inline(worker: Any) -> None:
                 worker._play_context,
                 worker._loader,
                 worker._shared_loader_obj,
-                worker._final_q,
+                final_q,
                 worker._variable_manager,
             )
             utr = executor.run()
@@ -82,7 +166,7 @@ def run_task_inline(worker: Any) -> None:
         utr.finalize_registered_values()
     task.ignore_errors = utr.ignore_errors  # as the worker does: callbacks read the post-loop values
     task.ignore_unreachable = utr.ignore_unreachable
-    worker._final_q.send_task_result(host, task, utr)
+    _send_result(final_q, host, task, utr)
 
 
 def hook_inline_tasks(runs_here: Callable[[str, object, bool], bool]) -> None:
@@ -91,6 +175,15 @@ def hook_inline_tasks(runs_here: Callable[[str, object, bool], bool]) -> None:
     ``inline_task_problems`` first."""
     from ansible.executor.process.worker import WorkerProcess
     from ansible.plugins import strategy
+
+    queue_task = strategy.StrategyBase._queue_task
+
+    def _queue_task(self: Any, host: Any, task: Any, task_vars: Any, play_context: Any) -> Any:
+        _current.strategy = self  # for ``run_task_inline``: where this task's messages go
+        try:
+            return queue_task(self, host, task, task_vars, play_context)
+        finally:
+            _current.strategy = None
 
     class InlineWorker(WorkerProcess):  # type: ignore[misc]  # Ansible is untyped here
         """A worker slot that, for an eligible task, runs it at ``start`` and is never alive after."""
@@ -103,3 +196,4 @@ def hook_inline_tasks(runs_here: Callable[[str, object, bool], bool]) -> None:
                 super().start()
 
     strategy.WorkerProcess = InlineWorker
+    strategy.StrategyBase._queue_task = _queue_task

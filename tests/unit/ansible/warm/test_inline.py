@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -104,3 +105,53 @@ def test_a_playbook_gives_the_same_output_in_process(tmp_path: Path) -> None:
     assert "seen [1, 2, 3]" in inline_out and "in made_3" in inline_out
     strip = [line for line in inline_out.splitlines()[1:] if "pid " not in line]
     assert strip == [line for line in forked_out.splitlines()[1:] if "pid " not in line]
+
+
+_LOOP_PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: A loop, its items sent as callbacks
+      ansible.builtin.debug:
+        msg: "item {{ item }}"
+      loop: [1, 2]
+    - name: A task that fails and is ignored
+      ansible.builtin.fail:
+        msg: failed on purpose
+      ignore_errors: true
+"""
+
+_COUNT = """
+import collections, json, sys
+from ansible.executor.task_queue_manager import FinalQueue
+from hybrid_operator.ansible import compat
+from hybrid_operator.ansible.warm import inline
+assert inline.install() == []
+sent = collections.Counter()
+put = FinalQueue.put
+def counted(self, obj, *args, **kwargs):
+    sent[type(obj).__name__] += 1
+    return put(self, obj, *args, **kwargs)
+FinalQueue.put = counted
+rc = compat.run_playbook(["ansible-playbook", sys.argv[1]])
+print(json.dumps({"rc": rc, "sent": sent}))
+"""
+
+
+@pytest.mark.skipif(bool(compat.inline_task_problems()), reason="this ansible-core keeps the worker fork")
+def test_in_process_tasks_hand_their_results_over_without_the_queue(tmp_path: Path) -> None:
+    playbook = tmp_path / "loop.yml"
+    playbook.write_text(_LOOP_PLAYBOOK, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", _COUNT, str(playbook)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "item 1" in done.stdout and "item 2" in done.stdout and "...ignoring" in done.stdout
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert out["rc"] == 0
+    assert out["sent"].get("WireTaskResult", 0) == 0 and out["sent"].get("CallbackSend", 0) == 0, out["sent"]
