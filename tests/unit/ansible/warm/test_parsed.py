@@ -11,7 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hybrid_operator.ansible import compat
+from tests.unit.ansible.warm.speedups import OFF_HERE
 
 _CHILD = r"""
 import json, os, sys, time
@@ -47,6 +50,10 @@ except Exception as exc:
     out["removed"] = type(exc).__name__
 print(json.dumps(out))
 """
+
+pytestmark = pytest.mark.skipif(
+    OFF_HERE, reason="the parsed-file cache is off on this ansible-core (test_speedups_off.py)"
+)
 
 
 def test_the_installed_ansible_core_has_the_shape() -> None:

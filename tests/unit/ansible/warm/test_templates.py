@@ -18,6 +18,7 @@ import pytest
 from hybrid_operator.ansible import compat
 from hybrid_operator.ansible.compat import templates as compat_templates
 from hybrid_operator.ansible.warm import project, templates
+from tests.unit.ansible.warm.speedups import OFF_HERE
 
 _CHILD = r"""
 import json, sys
@@ -70,6 +71,10 @@ out["plugins"] = [
 out["counts_plugins"] = counts()
 print(json.dumps(out))
 """
+
+pytestmark = pytest.mark.skipif(
+    OFF_HERE, reason="the template cache is off on this ansible-core (test_speedups_off.py)"
+)
 
 
 def _child(mode: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import pytest
 
 from hybrid_operator.ansible import compat
 from hybrid_operator.ansible.compat import tmpdirs as compat_tmpdirs
+from tests.unit.ansible.warm.speedups import OFF_HERE
 
 _PLAYBOOK = """
 - hosts: localhost
@@ -50,6 +51,10 @@ ActionBase._low_level_execute_command = recorded
 rc = compat.run_playbook(["ansible-playbook", sys.argv[2], "-e", f"out={sys.argv[3]}"])
 print(json.dumps({"rc": rc, "commands": commands}))
 """
+
+pytestmark = pytest.mark.skipif(
+    OFF_HERE, reason="local temp dirs without a shell is off on this ansible-core (test_speedups_off.py)"
+)
 
 
 in_process = pytest.mark.skipif(bool(compat.inline_task_problems()), reason="tasks need the worker fork here")
