@@ -283,6 +283,10 @@ RUN_LINE = re.compile(
     r" name=(?P<name>\S+) .*?\bduration=(?P<duration>[\d.]+)"
 )
 
+HANDOVER_LINE = re.compile(
+    r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z \S+\s+\S+: ring gave this replica (?P<count>\d+) more objects"
+)
+
 
 @dataclass(frozen=True)
 class Run:
@@ -304,6 +308,14 @@ class LogFollower:
             stdout=self._out,
             stderr=subprocess.STDOUT,
         )
+
+    def handovers(self) -> list[float]:
+        """When the ring gave this pod more objects (its ``ring gave this replica N more objects`` lines, N > 0)."""
+        found = []
+        for line in self.path.read_text().splitlines():
+            if (m := HANDOVER_LINE.match(line)) and int(m["count"]) > 0:
+                found.append(datetime.fromisoformat(m["ts"]).replace(tzinfo=UTC).timestamp())
+        return found
 
     def runs(self) -> list[Run]:
         found = []
@@ -345,7 +357,7 @@ def test_sharded_overlay_splits_the_foos_hands_a_deleted_pods_over_and_never_run
     wait_for(lambda: len(get_json(kubectl, "-n", SYSTEM, "leases", "-l", ring)["items"]) == 3, 30, "three ring Leases")
     followers = {p: LogFollower(kubeconfig, p, tmp_path / f"{p}.log") for p in pods}
     try:
-        names = [f"shard-{i:02d}" for i in range(12)]
+        names = [f"shard-{i:02d}" for i in range(9)]
         create_foos(kubectl, names)
         wait_converged(kubectl, names, 180)
         first = [r for f in followers.values() for r in f.runs()]
@@ -373,7 +385,12 @@ def test_sharded_overlay_splits_the_foos_hands_a_deleted_pods_over_and_never_run
         time.sleep(2)  # the replacement's log read to its end
         everything = [r for f in followers.values() for r in f.runs()]
         after = {r.name: r.pod for r in everything if r.start >= deleted and r.name in orphans}
-        print(f"{victim} deleted: its {len(orphans)} Foos run by {dict(Counter(after.values()))} in {took:.1f}s")
+        given = [t - deleted for f in followers.values() if f.pod != victim for t in f.handovers() if t >= deleted]
+        print(
+            f"{victim} deleted: the ring handed its Foos over after {min(given, default=float('nan')):.1f}s; "
+            f"its {len(orphans)} Foos, changed, run by {dict(Counter(after.values()))}, converged after {took:.1f}s"
+        )
+        assert given, "no survivor was given the deleted pod's objects"
         assert set(after) == set(orphans), (orphans, after)
         assert victim not in after.values(), after
         assert not overlapping(everything), overlapping(everything)
