@@ -15,7 +15,8 @@ node_sandbox_image=localhost/pause:$KUBERNETES_VERSION
 node_images_dir() {
   local busybox
   busybox=$(dpkg-query -W -f '${Version}' busybox-static 2>/dev/null || echo local)
-  echo "$cache/bin/node-images-$KUBERNETES_VERSION-busybox-${busybox//[^A-Za-z0-9.]/_}"
+  # r2: the fake nginx stops on SIGTERM (r1's httpd was PID 1 without a handler: every pod took its grace period)
+  echo "$cache/bin/node-images-r2-$KUBERNETES_VERSION-busybox-${busybox//[^A-Za-z0-9.]/_}"
 }
 
 # A root filesystem with busybox and its applets, the users a container may name, and one web page.
@@ -54,8 +55,10 @@ realnode_images() {
   node_image_import "$tmp/pause" "$node_sandbox_image" "${podman[@]}" --change 'ENTRYPOINT ["/pause"]' \
     --change 'USER 65535:65535'
   node_image_import "$tmp/busybox" localhost/busybox:latest "${podman[@]}" --change 'CMD ["sh"]'
+  # shellcheck disable=SC2016  # $pid and $! are the container shell's
   node_image_import "$tmp/busybox" localhost/fake-nginx:latest "${podman[@]}" \
-    --change 'CMD ["httpd", "-f", "-v", "-p", "80", "-h", "/var/www"]' --change 'EXPOSE 80/tcp'
+    --change 'CMD ["sh", "-c", "trap \"kill $pid; exit 0\" TERM INT; httpd -f -v -p 80 -h /var/www & pid=$!; wait $pid"]' \
+    --change 'EXPOSE 80/tcp'
   "${podman[@]}" save -q --format oci-archive -o "$tmp/out/pause.oci.tar" "$node_sandbox_image" >&2
   "${podman[@]}" save -q --format oci-archive -o "$tmp/out/busybox.oci.tar" localhost/busybox:latest >&2
   "${podman[@]}" save -q --format oci-archive -o "$tmp/out/fake-nginx.oci.tar" localhost/fake-nginx:latest >&2
