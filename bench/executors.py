@@ -4,6 +4,7 @@
     .venv/bin/python bench/executors.py [--runs 30] [--parallel 1] [--role trivial|modules|foo]
         [--executors runner,runner+modserver,warm-plain,warm-forked,warm] [--warm-up zygote|child]
 
+``--role heavy`` runs ``bench/projects/heavy`` (~200 tasks, 20 objects applied) on a new Heavy per run, likewise.
 ``--role foo`` runs ``roles/foo`` on a new Foo per run (its first reconcile, as after a create; needs
 ``$KUBECONFIG`` and ``kubectl``: the CRD is applied and the Foos are made in a namespace of their own).
 With ``--proxy`` each run reaches the API server as the operator's runs do: through the runs' API proxy
@@ -36,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,7 @@ class Numbers:
     wall: float
     cpu: float
     failures: int
+    tasks: float = 0.0  # task results per run (the median), for CPU per task
 
     @property
     def median(self) -> float:
@@ -87,7 +90,8 @@ class Numbers:
         return (
             f"{self.name:<17} runs={len(self.latencies):<4} median={self.median * 1000:7.0f} ms  "
             f"p90={self.p90 * 1000:7.0f} ms  throughput={self.throughput:6.2f} runs/s  "
-            f"cpu/run={self.cpu / len(self.latencies) * 1000:6.0f} ms  failed={self.failures}"
+            f"cpu/run={self.cpu / len(self.latencies) * 1000:6.0f} ms  failed={self.failures}  "
+            f"tasks/run={self.tasks:.0f}  cpu/task={self.cpu / len(self.latencies) / max(self.tasks, 1) * 1000:.1f} ms"
         )
 
 
@@ -115,7 +119,7 @@ ROLE = "trivial"
 
 
 FOO_NAMESPACE = "hyop-bench-executors"
-FOOS: dict[str, list[dict[str, Any]]] = {}  # executor name -> a new Foo per run, made by ``make_foos``
+FOOS: dict[str, list[dict[str, Any]]] = {}  # executor name -> a new object per run, made by ``make_objects``
 OWNER_ENV = "HYBRID_OPERATOR_OWNER"  # as ``reactor.reconciling`` sets it
 
 
@@ -162,10 +166,35 @@ def kubectl(*args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
-def make_foos(executor: str, count: int) -> None:
-    """``count`` new Foos for ``executor``'s runs (each run is a Foo's first reconcile, as after a create)."""
-    kubectl("apply", "-f", str(ROOT / "deploy" / "crds" / "foo.yaml"))
-    kubectl("wait", "--for=condition=Established", "crd/foos.samplecontroller.k8s.io", "--timeout=60s")
+# The kinds whose runs need the cluster: (CRD file, group, version, kind, plural, role, spec of object i).
+CLUSTER_ROLES: dict[str, tuple[Path, str, str, str, str, str, Callable[[str], dict[str, Any]]]] = {
+    "foo": (
+        ROOT / "deploy" / "crds" / "foo.yaml",
+        "samplecontroller.k8s.io",
+        "v1alpha1",
+        "Foo",
+        "foos",
+        "foo",
+        lambda name: {"deploymentName": f"{name}-web", "replicas": 1},
+    ),
+    "heavy": (
+        ROOT / "bench" / "crds" / "heavy.yaml",
+        "bench.hybrid-operator.dev",
+        "v1alpha1",
+        "Heavy",
+        "heavies",
+        "heavy",
+        lambda name: {"version": "v1.2", "deployment": {"replicas": 1}},
+    ),
+}
+
+
+def make_objects(executor: str, count: int) -> None:
+    """``count`` new objects of the role's kind for ``executor``'s runs (each run is an object's first
+    reconcile, as after a create)."""
+    crd, group, version, kind, plural, _role, spec = CLUSTER_ROLES[ROLE]
+    kubectl("apply", "-f", str(crd))
+    kubectl("wait", "--for=condition=Established", f"crd/{plural}.{group}", "--timeout=60s")
     # The previous invocation deletes the namespace without waiting: wait until it is gone.
     phase = kubectl("get", "namespace", FOO_NAMESPACE, "--ignore-not-found", "-o", "jsonpath={.status.phase}")
     if phase == "Terminating":
@@ -175,33 +204,26 @@ def make_foos(executor: str, count: int) -> None:
     names = [f"{executor}-{i}" for i in range(count)]
     items = [
         {
-            "apiVersion": "samplecontroller.k8s.io/v1alpha1",
-            "kind": "Foo",
+            "apiVersion": f"{group}/{version}",
+            "kind": kind,
             "metadata": {"name": name, "namespace": FOO_NAMESPACE},
-            "spec": {"deploymentName": f"{name}-web", "replicas": 1},
+            "spec": spec(name),
         }
         for name in names
     ]
     kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
-    found = json.loads(kubectl("get", "foos", "-n", FOO_NAMESPACE, "-o", "json"))["items"]
-    by_name = {foo["metadata"]["name"]: foo for foo in found}
+    found = json.loads(kubectl("get", plural, "-n", FOO_NAMESPACE, "-o", "json"))["items"]
+    by_name = {obj["metadata"]["name"]: obj for obj in found}
     FOOS[executor] = [by_name[name] for name in names]
 
 
 def request(i: int, executor: str = "") -> RunRequest:
-    if ROLE == "foo":
+    if ROLE in CLUSTER_ROLES:
+        _crd, group, version, kind, _plural, role, _spec = CLUSTER_ROLES[ROLE]
         obj = FOOS[executor][i]
         run_id = f"run{i:05d}"
         env = PROXY.env_for(obj, run_id) if PROXY else {"K8S_AUTH_KUBECONFIG": os.environ["KUBECONFIG"]}
-        return RunRequest(
-            run_id=run_id,
-            group="samplecontroller.k8s.io",
-            version="v1alpha1",
-            kind="Foo",
-            obj=obj,
-            role="foo",
-            env=env,
-        )
+        return RunRequest(run_id=run_id, group=group, version=version, kind=kind, obj=obj, role=role, env=env)
     obj = {"apiVersion": "bench.example.com/v1", "kind": "Bench", "metadata": {"name": f"obj{i % 8}", "namespace": "b"}}
     env = {"K8S_AUTH_KUBECONFIG": os.environ["KUBECONFIG"]} if os.environ.get("KUBECONFIG") else {}
     return RunRequest(
@@ -242,7 +264,8 @@ def measure(name: str, executor: RunnerExecutor | WarmExecutor, runs: int, paral
     wall = time.monotonic() - started
     cpu = cpu_of_this_process_tree() - cpu_before
     failures = sum(1 for r in results if not r.succeeded)
-    return Numbers(name, latencies, wall, cpu, failures)
+    tasks = statistics.median(r.ok + r.skipped + r.failures + r.unreachable for r in results) if results else 0
+    return Numbers(name, latencies, wall, cpu, failures, tasks)
 
 
 def run_one(name: str, args: argparse.Namespace, scratch: Path, server: tuple[str, ...]) -> Numbers:
@@ -252,11 +275,11 @@ def run_one(name: str, args: argparse.Namespace, scratch: Path, server: tuple[st
     os.environ[inline.DISABLE_ENV] = "1" if inline_tasks else "0"  # read when the zygote starts
     settings = ExecutorSettings(
         artifacts_root=scratch / name,
-        roles_paths=(scratch / "roles", ROOT / "roles"),
+        roles_paths=(scratch / "roles", ROOT / "roles", ROOT / "bench" / "projects" / "heavy" / "roles"),
         module_server=module_server,
     )
-    if ROLE == "foo":
-        make_foos(name, args.runs)
+    if ROLE in CLUSTER_ROLES:
+        make_objects(name, args.runs)
         if args.proxy:
             PROXY = CountingProxy(scratch)
     executor: RunnerExecutor | WarmExecutor
@@ -284,7 +307,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=30, help="runs per executor (default 30)")
     parser.add_argument("--parallel", type=int, default=1, help="worker threads calling run() at once")
     parser.add_argument("--warm-up", choices=("zygote", "child"), default="zygote", help="see bench/zygotes.py")
-    parser.add_argument("--role", choices=("trivial", "modules", "foo"), default="trivial", help="what each run does")
+    roles = ("trivial", "modules", *CLUSTER_ROLES)
+    parser.add_argument("--role", choices=roles, default="trivial", help="what each run does")
     parser.add_argument("--executors", default="runner,warm", help=f"comma-separated, of {', '.join(EXECUTORS)}")
     parser.add_argument("--proxy", action="store_true", help="--role foo: through the runs' API proxy, counted")
     args = parser.parse_args()
@@ -317,7 +341,7 @@ def main() -> int:
         print(f"load average now {os.getloadavg()[0]:.1f}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-        if ROLE == "foo":
+        if ROLE in CLUSTER_ROLES:
             with contextlib.suppress(subprocess.CalledProcessError):
                 kubectl("delete", "namespace", FOO_NAMESPACE, "--wait=false")
     return 0

@@ -166,6 +166,17 @@ def test_a_failed_run_is_the_same(runner: RunnerExecutor, warm: WarmExecutor) ->
     assert _stdout(warm, forked) == _stdout(runner, cold)  # byte for byte, terminal line ends included
 
 
+def test_includes_nested_blocks_and_handlers_are_the_same(runner: RunnerExecutor, warm: WarmExecutor) -> None:
+    cold, forked = same_run(runner, warm, replace(request(name="structure"), role="structure"))
+    assert forked.succeeded and forked.status == {
+        "included": "a,b,c",
+        "rescued": "Fail inside",
+        "looped": "A,B,C",
+        "done": True,
+    }
+    assert _stdout(warm, forked) == _stdout(runner, cold)  # handlers, includes, rescue and always in order
+
+
 def test_a_rescued_failure_is_the_same(runner: RunnerExecutor, warm: WarmExecutor) -> None:
     _cold, forked = same_run(runner, warm, request(spec={"mode": "rescued"}))
     assert forked.succeeded and forked.failed_tasks == []

@@ -1,13 +1,22 @@
 """Everything we borrow from the private internals of ansible-core and ansible-runner.
 
-Where it sits: the zygote (``zygote``) resets Ansible's process-wide state in every fork and warms up
-without the RPC host; the in-worker module path (``inworker``) hooks four private ``ActionBase`` methods
-and ``module_common._find_module_utils``; the in-process task path (``inline``) replaces the strategies'
-``WorkerProcess`` and runs ``TaskExecutor`` itself; the template cache (``warm.templates``) serves
-``AnsibleEnvironment``'s compiles from code objects kept across runs, the parsed-file cache (``warm.parsed``)
-``DataLoader.load_from_file``'s role loading, the local temp dirs (``warm.tmpdirs``) ``ActionBase._make_tmp_path``
-and ``_remove_tmp_path``; the executor side (``warm``) asks
-ansible-runner's ``RunnerConfig`` what to run and reads the output back through its ``OutputEventFilter``.
+Where it sits (a module here per area):
+
+- the zygote (``zygote``) resets Ansible's process-wide state in every fork and warms up without the RPC
+  host (``state``);
+- the in-worker module path (``inworker``) hooks four private ``ActionBase`` methods and
+  ``module_common._find_module_utils`` (``modules``);
+- the in-process task path (``inline``) replaces the strategies' ``WorkerProcess``, runs ``TaskExecutor``
+  itself and hands results to the strategy (``tasks``);
+- the template cache (``warm.templates``) serves ``AnsibleEnvironment``'s compiles from code objects kept
+  across runs (``templates``);
+- the parsed-file cache (``warm.parsed``) answers ``DataLoader.load_from_file``'s role loading (``loading``);
+- the local temp dirs (``warm.tmpdirs``) mirror ``ActionBase._make_tmp_path`` and ``_remove_tmp_path``
+  (``tmpdirs``);
+- shared copies (``warm.copies``) give the tagged scalars a ``__deepcopy__`` (``datatag``);
+- the executor side (``warm``) asks ansible-runner's ``RunnerConfig`` what to run and reads the output back
+  through its ``OutputEventFilter`` (``runner``).
+
 No other module of the package names a private attribute of either library.
 
 The rules for each touchpoint: its expected shape is written down here, per ansible-core minor where
@@ -18,6 +27,7 @@ real interpreter, a run takes ansible-runner) with one log line, never a failed 
 start-up self-test (``selftest``) then compares a forked run against the zygote's plain warm-up run.
 """
 
+from hybrid_operator.ansible.compat.datatag import datatag_problems, share_tagged_scalars
 from hybrid_operator.ansible.compat.loading import ParsedFiles, hook_parsed_files, loader_hook_problems, parse_ahead
 from hybrid_operator.ansible.compat.modules import (
     ModulePolicy,
@@ -65,6 +75,7 @@ __all__ = [
     "UnsupportedAnsible",
     "ansible_version",
     "check_version",
+    "datatag_problems",
     "decoder_keys",
     "fresh_event_contexts",
     "hook_inline_tasks",
@@ -88,6 +99,7 @@ __all__ = [
     "runner_command",
     "runner_problems",
     "runs_this_interpreter",
+    "share_tagged_scalars",
     "template_cache_problems",
     "template_keywords",
     "tmpdir_hook_problems",

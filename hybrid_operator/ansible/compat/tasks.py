@@ -134,7 +134,8 @@ def run_task_inline(worker: Any) -> None:
     ``TaskExecutor`` and put the result on the run's results queue, where the strategy reads it.
 
     Differences, each on purpose: the task is a copy (a worker's fork gets one for free; ``squash`` and
-    the executor's templating change it in place, and a handler may run again); stdio is left alone and
+    the executor's templating change it and its parent blocks in place, and a handler may run again) of
+    it and its parents, without the parents' lists of other tasks; stdio is left alone and
     ``Display`` is not proxied (this process is the one that prints); the worker's hard exit on an
     unexpected error becomes a failed result for that task, as its queue-send failure path builds one; the
     task's messages go to ``_DirectQueue`` (see the module docstring) when the strategy that queued it is
@@ -142,7 +143,9 @@ def run_task_inline(worker: Any) -> None:
     from ansible._internal import _task
     from ansible.executor.task_executor import TaskExecutor
 
-    task = worker._task.copy()
+    # The task and its parent chain, not its siblings: a plain ``copy()`` also copies every task of every
+    # parent block (a role's ~100-task block, for each of its tasks), and nothing a task runs reads them.
+    task = worker._task.copy(exclude_tasks=True)
     host = worker._host
     strategy = getattr(_current, "strategy", None)
     final_q: Any = worker._final_q

@@ -44,7 +44,17 @@ from dataclasses import dataclass, field
 
 from hybrid_operator.ansible import compat, forking
 from hybrid_operator.ansible.privatedirs import new_temp_dir
-from hybrid_operator.ansible.warm import inline, inworker, parsed, profiling, project, protocol, templates, tmpdirs
+from hybrid_operator.ansible.warm import (
+    copies,
+    inline,
+    inworker,
+    parsed,
+    profiling,
+    project,
+    protocol,
+    templates,
+    tmpdirs,
+)
 from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, terminate
 
 # The action plugins behind the builtin tasks roles use most. Ansible loads action plugins in its worker
@@ -175,6 +185,8 @@ class ZygoteServer:
             print(f"zygote: tasks fork Ansible's worker: {'; '.join(problems)}", file=sys.stderr)
         if problems := tmpdirs.install():  # actions that transfer files make their temp dir with a shell
             print(f"zygote: temp dirs through the shell: {'; '.join(problems)}", file=sys.stderr)
+        if problems := copies.install():  # deep copies rebuild every tagged string
+            print(f"zygote: deep copies rebuild tagged values: {'; '.join(problems)}", file=sys.stderr)
         self.prepare_roles()
         gc.collect()
         problems = compat.private_state_problems(populated=self.warms_up_in_itself)
