@@ -1,5 +1,5 @@
-"""Which ansible-core minors the warm path's speed-ups (template cache, parsed files, local temp dirs) are
-written for: on older ones each shape check reports why and the speed-up stays off."""
+"""Which ansible-core minors the warm path's speed-ups (template cache, parsed files, local temp dirs,
+shared copies) are written for: on older ones each shape check reports why and the speed-up stays off."""
 
 from __future__ import annotations
 

@@ -15,3 +15,4 @@ def test_every_speed_up_reports_why_it_is_off() -> None:
     assert compat.template_cache_problems()
     assert compat.loader_hook_problems()
     assert compat.tmpdir_hook_problems()
+    assert compat.datatag_problems()
