@@ -187,10 +187,20 @@ def verifying(advanced: Advanced) -> Iterator[dict[str, tuple[subprocess.Popen[b
             proc.wait()
 
 
+# Upstream's finalizerconcurrencytest creates its resource and deletes it in the next task (both `wait: no`):
+# when the operator has not seen it in between (all kinds start at once here, on 2 shared cores), the
+# resource is gone before a finalizer was ever added, and nothing runs: a race in the test, not a
+# difference of the operator (upstream's has it too). Seen in the log: no run of that resource at all.
+RACY = "finalizerconcurrencytest"
+RACY_NAME = "name=finalizer-concurrency-test "
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_kind_passes_upstreams_verify_tasks(
     advanced: Advanced, verifying: dict[str, tuple[subprocess.Popen[bytes], Path]], kind: str
 ) -> None:
+    if kind == RACY and verifying[kind][0].wait(timeout=500) != 0 and RACY_NAME not in advanced.operator.log():
+        verifying[kind] = start_verify(advanced, kind)  # the race lost before any run: once more, alone
     passed(advanced, verifying[kind])
 
 
