@@ -15,7 +15,8 @@ Where it sits (a module here per area):
   (``tmpdirs``);
 - shared copies (``warm.copies``) give the tagged scalars a ``__deepcopy__`` (``datatag``);
 - the executor side (``warm``) asks ansible-runner's ``RunnerConfig`` what to run and reads the output back
-  through its ``OutputEventFilter`` (``runner``).
+  through its ``OutputEventFilter`` (``runner``), the events' data from one stream the run's display
+  callback writes (``events``).
 
 No other module of the package names a private attribute of either library.
 
@@ -48,6 +49,7 @@ from hybrid_operator.ansible.compat.state import (
     private_state_problems,
     reset_private_state,
     run_playbook,
+    stream_event_partials,
     use_local_tmp,
 )
 from hybrid_operator.ansible.compat.tasks import hook_inline_tasks, inline_task_problems, run_task_inline
@@ -100,6 +102,7 @@ __all__ = [
     "runner_problems",
     "runs_this_interpreter",
     "share_tagged_scalars",
+    "stream_event_partials",
     "template_cache_problems",
     "template_keywords",
     "tmpdir_hook_problems",

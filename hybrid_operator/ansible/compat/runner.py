@@ -5,16 +5,16 @@ output read back through its ``OutputEventFilter`` so events and artifacts have 
 from __future__ import annotations
 
 import codecs
-import contextlib
 import inspect
 import io
-import json
 import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from hybrid_operator.ansible.compat.events import PartialReader
 
 
 @dataclass(frozen=True)
@@ -76,18 +76,20 @@ def replay_output(
     follow: threading.Event | None = None,
 ) -> None:
     """Read a run's raw output as ansible-runner reads its pty: the ``stdout`` artifact and each job event
-    (with its ``-partial.json`` from the display callback merged in, as ``Runner.event_callback`` does).
+    (with its data from the display callback merged in, as ``Runner.event_callback`` does; from the run's
+    stream of them, ``events``, or its ``-partial.json``).
     The raw output has "\\n" where ansible-runner's terminal gives "\\r\\n": that is done here.
     With ``follow``, the file is read while the run writes it, until ``follow`` is set and all is read."""
     from ansible_runner.utils import OutputEventFilter
 
+    partials = PartialReader(events_dir)
+
     def merged(event: dict[str, Any]) -> None:
         if "uuid" not in event:
             return
-        partial = events_dir / f"{event['uuid']}-partial.json"
-        with contextlib.suppress(OSError, ValueError):
-            event.update(json.loads(partial.read_text(encoding="utf-8")))
-            partial.unlink()
+        data = partials.take(str(event["uuid"]))
+        if data is not None:
+            event.update(data)
         on_event(event)
 
     fd = os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -109,3 +111,4 @@ def replay_output(
         pass
     finally:
         output.close()
+        partials.close()

@@ -7,10 +7,12 @@ Used by ``warm.zygote``: ``PRIVATE_STATE`` lists each private cache with its exp
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hybrid_operator.ansible.compat.versions import SUPPORTED, ansible_version
@@ -242,6 +244,18 @@ def fresh_event_contexts() -> int:
     for module in modules:
         module.event_context = module.EventContext()
     return len(modules)
+
+
+def stream_event_partials() -> bool:
+    """Have this run's display callback write its events' data to one stream (``events``) instead of a file
+    per event; whether it does (else it writes the files, which the reader still takes)."""
+    from hybrid_operator.ansible.compat import events
+
+    modules = [m for m in _awx_display_modules() if hasattr(m, "EventContext")]
+    data_dir = os.environ.get("AWX_ISOLATED_DATA_DIR")
+    if not modules or not data_dir or events.partial_stream_problems(modules):
+        return False
+    return events.stream_partials(modules, Path(data_dir) / "job_events")
 
 
 def run_playbook(argv: list[str]) -> int:

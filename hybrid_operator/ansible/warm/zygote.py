@@ -117,6 +117,7 @@ def _child(run: protocol.RunSpec, local_tmp: str, close_fds: list[int]) -> None:
         compat.reset_private_state()
         compat.use_local_tmp(local_tmp)
         compat.fresh_event_contexts()
+        compat.stream_event_partials()  # the events' data in one stream, not a file each
         warnings.filterwarnings("ignore", message=compat.FINDER_WARNING)  # the zygote configured it already
         code = profiling.profiled("run", compat.run_playbook, [program, *run.argv[1:]])
     except BaseException:
