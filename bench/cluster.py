@@ -199,6 +199,17 @@ class Cluster:
             for _ in pool.map(one, bodies):
                 pass
 
+    def get(self, kind: Kind, namespace: str, name: str) -> Obj:
+        found: Obj = self.custom.get_namespaced_custom_object(kind.group, kind.version, namespace, kind.plural, name)
+        return found
+
+    def patch(self, kind: Kind, namespace: str, name: str, merge: Obj) -> None:
+        """A JSON merge patch (the client sends a dict body as one)."""
+        self.custom.patch_namespaced_custom_object(kind.group, kind.version, namespace, kind.plural, name, merge)
+
+    def delete(self, kind: Kind, namespace: str, name: str) -> None:
+        self.custom.delete_namespaced_custom_object(kind.group, kind.version, namespace, kind.plural, name)
+
     def list(self, kind: Kind, namespace: str) -> list[Obj]:
         listing = self.custom.list_namespaced_custom_object(kind.group, kind.version, namespace, kind.plural)
         return list(listing.get("items") or [])
@@ -237,6 +248,7 @@ class Tracker:
         self.predicate = predicate
         self.first: dict[str, float] = {}
         self.failed: dict[str, str] = {}
+        self.gone: dict[str, float] = {}  # when a DELETED event for it arrived
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._synced = threading.Event()
@@ -261,6 +273,12 @@ class Tracker:
         with self._cond:
             self._cond.wait_for(lambda: name in self.first or name in self.failed, timeout)
             return self.first.get(name)
+
+    def wait_gone(self, name: str, timeout: float) -> float | None:
+        """When ``name`` was deleted (its DELETED event); None after ``timeout``."""
+        with self._cond:
+            self._cond.wait_for(lambda: name in self.gone, timeout)
+            return self.gone.get(name)
 
     def _see(self, obj: Obj) -> None:
         name = str(obj["metadata"]["name"])
@@ -316,6 +334,10 @@ class Tracker:
             version = str(obj["metadata"]["resourceVersion"])
             if event["type"] in ("ADDED", "MODIFIED"):
                 self._see(obj)
+            elif event["type"] == "DELETED":
+                with self._cond:
+                    self.gone[str(obj["metadata"]["name"])] = time.monotonic()
+                    self._cond.notify_all()
             if self._stop.is_set():
                 break
         return version

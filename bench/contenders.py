@@ -40,6 +40,7 @@ from bench.scraping import http_get, metric_sum
 
 ROOT = Path(__file__).resolve().parent.parent
 COLLECTIONS = Path(hybrid_operator.__file__).resolve().parent / "collections"
+Env = dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -147,19 +148,22 @@ class Running:
     others: list[Running] = field(default_factory=list)  # the further replicas of a sharded contender
 
     @classmethod
-    def start(cls, contender: Contender, tools: Tools, watches: Path, namespace: str, label: str) -> Running:
+    def start(
+        cls, contender: Contender, tools: Tools, watches: Path, namespace: str, label: str, env: Env | None = None
+    ) -> Running:
+        """``env``: more environment for it (a workload's Ansible settings; both sides get the same)."""
         if contender.replicas < 2:
-            return cls._start_one(contender, tools, watches, namespace, label, 0)
-        first = cls._start_one(contender, tools, watches, namespace, label, 0)
+            return cls._start_one(contender, tools, watches, namespace, label, 0, env or {})
+        first = cls._start_one(contender, tools, watches, namespace, label, 0, env or {})
         first.others = [
-            cls._start_one(contender, tools, watches, namespace, f"{label}-{i}", i)
+            cls._start_one(contender, tools, watches, namespace, f"{label}-{i}", i, env or {})
             for i in range(1, contender.replicas)
         ]
         return first
 
     @classmethod
     def _start_one(
-        cls, contender: Contender, tools: Tools, watches: Path, namespace: str, label: str, index: int
+        cls, contender: Contender, tools: Tools, watches: Path, namespace: str, label: str, index: int, extra: Env
     ) -> Running:
         metrics_port, health_port = free_port(), free_port()
         log_path = tools.work / f"{label}.log"
@@ -168,6 +172,7 @@ class Running:
             "PATH": f"{tools.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
             "KUBECONFIG": tools.kubeconfig,
             "WATCH_NAMESPACE": namespace,
+            **extra,
         }
         listen = ["--metrics-bind-address", f"127.0.0.1:{metrics_port}"]
         listen += ["--health-probe-bind-address", f"127.0.0.1:{health_port}"]

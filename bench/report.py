@@ -220,6 +220,8 @@ def table(run: Result) -> str:
         title = f"P4 artifacts after {target} runs ({objects} objects at reconcile-period 1s)"
         out += ["", *_block(title, contenders, res, rows)]
         out.append("  runs are counted before SIGTERM; the runs in flight then (at most one per worker) finish too")
+    for name in ("heavy", "kiali"):
+        out += _workload_block(name, scen.get(name), contenders)
     errors = [
         f"  {s} {c}: {r.get('error') or r.get('problem')}"
         for s, by in _flat(scen)
@@ -230,6 +232,28 @@ def table(run: Result) -> str:
         out += ["", "errors and problems:", *errors]
     out += ["", *(f"note: {n}" for n in run.get("notes", []))]
     return "\n".join(out)
+
+
+def _workload_block(name: str, res: Result | None, contenders: list[str]) -> list[str]:
+    """The heavy or kiali scenario (``workloads``): per phase, the median latency and CPU of the tree."""
+    if not res:
+        return []
+    if "skipped" in res:
+        return ["", f"{name}: skipped ({res['skipped']})"]
+    rows = [
+        Row("first reconcile", _key("create", "median"), _secs),
+        Row("  CPU (tree)", _key("create", "cpu_seconds"), _secs),
+        Row("  task results", _key("tasks"), _count, ratios=False),
+        Row("  CPU per task", _key("cpu_per_task"), lambda v: f"{v * 1000:.1f} ms"),
+        Row("spec change", _key("change", "median"), _secs),
+        Row("  CPU (tree)", _key("change", "cpu_seconds"), _secs),
+        Row("delete (finalizer)", _key("delete", "median"), _secs),
+        Row("  CPU (tree)", _key("delete", "cpu_seconds"), _secs),
+    ]
+    rounds = max((len((r.get("create") or {}).get("samples") or []) for r in res.values()), default=0)
+    what = "bench/projects/heavy (~200 tasks, 20 objects)" if name == "heavy" else "Kiali's operator"
+    title = f"{name}: {what}, one object at a time, median of {rounds} rounds after a warm-up round"
+    return ["", *_block(title, contenders, res, rows)]
 
 
 def _flat(scen: Result) -> list[tuple[str, dict[str, Any]]]:

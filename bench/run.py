@@ -3,6 +3,8 @@
     python -m bench --quick                                   # a few minutes per contender
     python -m bench --contenders runner,warm,peer --p1 30 --p2 200 --p3 5000 --p4-runs 10000
     python -m bench --scenarios p1,p2 --p2 200,1000           # P2 at two sizes
+    python -m bench --scenarios heavy --contenders warm,peer --plot   # the heavy role, with pictures
+    python -m bench --scenarios kiali --kiali ~/src/kiali-operator    # Kiali's operator from a checkout
     python -m bench --cleanup                                 # delete namespaces an interrupted run left
 
 The cluster is $KUBECONFIG (or --kubeconfig), else the local test bed (``hack/local-cluster.sh up``;
@@ -36,7 +38,8 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SCENARIOS = ("p1", "p2", "p3", "p4")
+SCENARIOS = ("p1", "p2", "p3", "p4", "heavy", "kiali")
+DEFAULT_SCENARIOS = ("p1", "p2", "p3", "p4")
 FULL = {"p1": 30, "p2": "200", "p3": 5000, "p3_idle": 60.0, "p4_runs": 10000}
 QUICK = {"p1": 5, "p2": "20", "p3": 200, "p3_idle": 30.0, "p4_runs": 200}
 
@@ -49,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a = p.add_argument
     a("--contenders", default="runner,runner+modserver,warm,peer", help="comma-separated, in column order")
-    a("--scenarios", default=",".join(SCENARIOS), help="comma-separated subset of p1,p2,p3,p4")
+    a("--scenarios", default=",".join(DEFAULT_SCENARIOS), help=f"comma-separated, of {','.join(SCENARIOS)}")
     a("--quick", action="store_true", help="P1 n=5, P2 20, P3 200 (30 s idle), P4 200 runs")
     a("--p1", type=int, help=f"P1 samples per role (default {FULL['p1']})")
     a("--p2", help=f"P2 Foos created at once; several sizes comma-separated, e.g. 200,1000 (default {FULL['p2']})")
@@ -57,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--p3-idle", type=float, help=f"P3 idle window in seconds (default {FULL['p3_idle']:.0f})")
     a("--p4-runs", type=int, help=f"P4 runs before the artifacts are measured (default {FULL['p4_runs']})")
     a("--p4-objects", type=int, default=10, help="P4 objects reconciled every second (default 10)")
+    a("--heavy", type=int, default=5, help="heavy and kiali: rounds (create, change, delete) after a warm-up")
+    a("--kiali", type=Path, help="kiali: a checkout of kiali/kiali-operator (the scenario is skipped without)")
+    a("--plot", action="store_true", help="also write PNGs next to the JSON (matplotlib)")
     a("--p1-timeout", type=float, default=120, help="seconds to wait for one P1 object")
     a("--p2-timeout", type=float, default=1800, help="seconds to wait for a P2 burst to converge")
     a("--p3-timeout", type=float, default=7200, help="seconds to wait for all P3 objects")
@@ -101,6 +107,7 @@ def _settings(args: argparse.Namespace) -> Any:
         p2_timeout=args.p2_timeout,
         p3_timeout=args.p3_timeout,
         p4_timeout=args.p4_timeout,
+        heavy_rounds=args.heavy,
     )
 
 
@@ -158,8 +165,12 @@ def main(argv: list[str] | None = None) -> int:
         "notes": _notes(args),
     }
     say(f"run {run_id}: scenarios {','.join(scenarios)}; contenders {','.join(active)}; work dir {work}")
+    if "kiali" in scenarios and args.kiali is None:
+        say("kiali: skipped, no checkout of kiali/kiali-operator given (--kiali PATH)")
+        run["scenarios"]["kiali"] = {"skipped": "no --kiali checkout given"}
+        scenarios.remove("kiali")
     try:
-        _run_all(ctx, run, scenarios, active)
+        _run_all(ctx, run, scenarios, active, args.kiali)
     except KeyboardInterrupt:
         run["interrupted"] = True
         say("interrupted: stopping and cleaning up")
@@ -176,6 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     print(report.table(run))
     path = report.write_json(run, args.results_dir)
     say(f"results: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    if args.plot:
+        from bench import plots
+
+        for written in plots.write(run, path):
+            say(f"plot: {written.relative_to(ROOT) if written.is_relative_to(ROOT) else written}")
     return 130 if run.get("interrupted") else 0
 
 
@@ -230,8 +246,11 @@ def _resolve(
     return tools, info
 
 
-def _run_all(ctx: Context, run: dict[str, Any], scenarios: list[str], active: list[str]) -> None:
+def _run_all(
+    ctx: Context, run: dict[str, Any], scenarios: list[str], active: list[str], kiali: Path | None = None
+) -> None:
     """Scenario by scenario, contender by contender; a contender that fails gets an error, the rest go on."""
+    from bench import workloads
     from bench.contenders import CONTENDERS
     from bench.scenarios import idle_baseline, p1, p2, p3, p4, say
 
@@ -241,6 +260,8 @@ def _run_all(ctx: Context, run: dict[str, Any], scenarios: list[str], active: li
         steps: list[tuple[str, Callable[[Contender], dict[str, Any]]]]
         if scenario == "p2":
             steps = [(str(n), functools.partial(p2, ctx, count=n)) for n in ctx.settings.p2]
+        elif scenario in ("heavy", "kiali"):
+            steps = [("", functools.partial(workloads.scenario, ctx, which=scenario, kiali_path=kiali))]
         else:
             steps = [("", functools.partial({"p1": p1, "p3": p3, "p4": p4}[scenario], ctx))]
         for sub, fn in steps:

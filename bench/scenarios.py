@@ -49,6 +49,7 @@ class Settings:
     p4_timeout: float
     settle: float = 5.0
     namespace_timeout: float = 300.0
+    heavy_rounds: int = 5  # heavy and kiali: rounds after one warm-up round
 
 
 @dataclass
@@ -293,6 +294,7 @@ def p2(ctx: Context, contender: Contender, count: int) -> Result:
             "peak_rss_bytes": op.sampler.peak_rss_bytes,
             "runs": op.runs(),
             "proxy_reads": op.proxy_reads(),
+            "converged_at": sorted(t - start for t in done),  # seconds after the create calls began (plots)
         }
         if problem is not None:
             result["problem"] = problem

@@ -1,0 +1,114 @@
+"""Pictures of a bench run (``python -m bench ... --plot``): PNGs written next to the run's JSON.
+
+- ``<json stem>-latency.png``: the latency of every sample, per contender, for each P1 role and each phase of
+  the heavy and kiali scenarios (a box for the middle half and the median, every sample as a dot; a log
+  scale, since contenders differ by 10x and more).
+- ``<json stem>-p2-<N>.png``: for each P2 size, how many Foos had converged how many seconds after they were
+  created, per contender (the slope is the throughput; where a line ends, that contender was done).
+
+Drawn from the JSON alone (``python -m bench.plots RESULT.json`` draws an older run), with matplotlib's
+file-only backend, which the test extras install.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+Result = dict[str, Any]
+
+
+def latency_panels(run: Result) -> list[tuple[str, dict[str, list[float]]]]:
+    """(title, contender -> samples in seconds) for each latency the run measured."""
+    scen: Result = run.get("scenarios") or {}
+    panels = []
+    for role, by in (scen.get("p1") or {}).items():
+        panels.append((f"P1 {role}: create -> Successful", _samples(by, ("samples",))))
+    for name in ("heavy", "kiali"):
+        by = scen.get(name) or {}
+        if "skipped" in by:
+            continue
+        for phase, label in (("create", "first reconcile"), ("change", "spec change"), ("delete", "delete")):
+            panels.append((f"{name}: {label}", _samples(by, (phase, "samples"))))
+    return [(title, samples) for title, samples in panels if any(samples.values())]
+
+
+def _samples(by: Result, path: tuple[str, ...]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for contender, result in by.items():
+        value: Any = result
+        for part in path:
+            value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, list):
+            out[contender] = [float(v) for v in value if isinstance(v, int | float)]
+    return out
+
+
+def write(run: Result, json_path: Path) -> list[Path]:
+    """Draw the run's pictures next to ``json_path``; the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    panels = latency_panels(run)
+    stamp = f"{run.get('id', '?')}, load {(run.get('machine') or {}).get('load_average_at_start', [0])[0]:.1f}"
+    if panels:
+        fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.6 * len(panels) + 0.6), squeeze=False)
+        for ax, (title, samples) in zip(axes[:, 0], panels, strict=True):
+            names = [c for c in samples if samples[c]]
+            ax.boxplot([samples[c] for c in names], widths=0.5, showfliers=False)
+            for column, name in enumerate(names, start=1):
+                ax.plot([column] * len(samples[name]), samples[name], "o", alpha=0.4, markersize=3)
+            ax.set_xticks(range(1, len(names) + 1), names)
+            ax.set_yscale("log")
+            ax.set_title(title, fontsize=10)
+            ax.set_ylabel("seconds (log)", fontsize=8)
+        fig.suptitle(f"Latency per contender (bench run {stamp})", fontsize=11)
+        fig.tight_layout()
+        written.append(_save(fig, json_path, "latency"))
+        plt.close(fig)
+    for count, by in ((run.get("scenarios") or {}).get("p2") or {}).items():
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        drawn = False
+        for contender, result in by.items():
+            times = sorted(float(t) for t in (result or {}).get("converged_at") or [])
+            if times:
+                ax.step([0.0, *times], range(len(times) + 1), where="post", label=contender)
+                drawn = True
+        if not drawn:
+            plt.close(fig)
+            continue
+        ax.set_xlabel("seconds since the Foos were created")
+        ax.set_ylabel("Foos converged")
+        ax.set_title(f"P2: {count} Foos at once, converged over time (bench run {stamp})", fontsize=10)
+        ax.legend()
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        written.append(_save(fig, json_path, f"p2-{count}"))
+        plt.close(fig)
+    return written
+
+
+def _save(fig: Any, json_path: Path, what: str) -> Path:
+    path = json_path.with_name(f"{json_path.stem}-{what}.png")
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    paths = [Path(p) for p in (sys.argv[1:] if argv is None else argv)]
+    if not paths:
+        print("usage: python -m bench.plots RESULT.json...", file=sys.stderr)
+        return 2
+    for path in paths:
+        for written in write(json.loads(path.read_text(encoding="utf-8")), path):
+            print(written)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
