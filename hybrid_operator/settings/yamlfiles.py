@@ -26,7 +26,7 @@ import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from yaml.composer import Composer
@@ -43,6 +43,8 @@ MAX_DEPTH = 64  # levels of nested lists and mappings; real files use fewer than
 # also keeps the scan linear: YAML scanners track open flow collections per token, so text of nothing
 # but "[" would take time growing with the square of its length.
 PLAYBOOK_MAX_DEPTH = 2 * MAX_DEPTH
+_LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"  # libyaml's own limit, 1,000 levels (PyYAML >= 6.0.4)
+_T = TypeVar("_T")
 
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _MERGE = "tag:yaml.org,2002:merge"
@@ -98,12 +100,16 @@ def render_path(path: tuple[str | int, ...]) -> str:
 
 def load(text: str, *, source: Path, max_depth: int = MAX_DEPTH) -> Any:
     """Parse one YAML document with the checks above; a problem becomes a one-line ``YamlError``."""
-    with _parsing(source):
-        loader = _Loader(text, max_depth)
+
+    def read(part: str) -> Any:
+        loader = _Loader(part, max_depth)
         try:
             return loader.get_single_data()
         finally:
             loader.dispose()
+
+    with _parsing(source):
+        return _below_libyamls_limit(read, text)
 
 
 def load_documents(text: str, *, source: Path, max_depth: int = MAX_DEPTH) -> list[Any]:
@@ -112,8 +118,9 @@ def load_documents(text: str, *, source: Path, max_depth: int = MAX_DEPTH) -> li
     For a file people write as they write for ``kubectl apply -f``, where a leading or trailing ``---`` is
     common. The checks hold across documents: an anchor in one is refused before any alias can use it.
     """
-    with _parsing(source):
-        loader = _Loader(text, max_depth)
+
+    def read(part: str) -> list[Any]:
+        loader = _Loader(part, max_depth)
         try:
             documents = []
             while loader.check_node():
@@ -121,6 +128,34 @@ def load_documents(text: str, *, source: Path, max_depth: int = MAX_DEPTH) -> li
             return documents
         finally:
             loader.dispose()
+
+    with _parsing(source):
+        return _below_libyamls_limit(read, text)
+
+
+def _below_libyamls_limit(read: Callable[[str], _T], text: str) -> _T:
+    """``read(text)``; where libyaml stopped at its own nesting limit, the refusal of our depth check.
+
+    libyaml (in PyYAML's wheels since 6.0.4) refuses more than 1,000 nested levels while it scans ahead,
+    before the composer has seen level ``max_depth + 1`` and could name its path. The text up to where
+    libyaml stopped starts with the same too-deep nesting, so reading it again raises our refusal, with
+    the path and position of the first level too deep. Never returns data read from the shortened text.
+    """
+    try:
+        return read(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        if mark is None or _LIBYAML_TOO_DEEP not in str(exc.problem):
+            raise
+        lines = text.splitlines(keepends=True)
+        cut = sum(len(line) for line in lines[: mark.line]) + mark.column
+        try:
+            read(text[:cut])
+        except _Refused:
+            raise
+        except yaml.YAMLError:
+            pass
+        raise
 
 
 @contextmanager
@@ -153,6 +188,8 @@ def playbook_problem(text: str) -> str | None:
     try:
         return _PlaybookShape().read(yaml.parse(text, Loader=_EventLoader))
     except yaml.MarkedYAMLError as exc:
+        if _LIBYAML_TOO_DEEP in str(exc.problem):  # 1,000 levels, far past ours
+            return f"nested deeper than {PLAYBOOK_MAX_DEPTH} levels"
         problem, where = _describe(exc)
         return f"not valid YAML: {where}: {problem}" if where else f"not valid YAML: {problem}"
     except (yaml.YAMLError, ValueError) as exc:

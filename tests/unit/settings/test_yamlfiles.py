@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from hybrid_operator.errors import ConfigError
 from hybrid_operator.settings.yamlfiles import (
@@ -12,6 +13,7 @@ from hybrid_operator.settings.yamlfiles import (
     MAX_DEPTH,
     PLAYBOOK_MAX_DEPTH,
     YamlError,
+    _below_libyamls_limit,
     load,
     playbook_problem,
     read_text,
@@ -214,3 +216,40 @@ def test_a_playbook_may_nest_deeper_than_watches_yaml() -> None:
 def test_a_playbook_nested_too_deep_is_refused(depth: int) -> None:
     found = playbook_problem("- hosts: all\n  vars: {a: " + nested(depth) + "}\n")
     assert found == f"nested deeper than {PLAYBOOK_MAX_DEPTH} levels"
+
+
+# -- libyaml's own nesting limit (PyYAML >= 6.0.4 wheels) ----------------------------------------------
+
+
+def _libyamls_refusal(column: int) -> yaml.MarkedYAMLError:
+    mark = yaml.Mark("<text>", column, 0, column, None, None)
+    return yaml.MarkedYAMLError(problem="exceeded maximum nesting depth", problem_mark=mark)
+
+
+def test_data_read_from_the_shortened_text_is_never_returned() -> None:
+    seen: list[str] = []
+
+    def read(part: str) -> object:
+        seen.append(part)
+        if len(seen) == 1:
+            raise _libyamls_refusal(3)
+        return ["shortened"]
+
+    with pytest.raises(yaml.MarkedYAMLError, match="exceeded maximum nesting depth"):
+        _below_libyamls_limit(read, "[[[[]]]]")
+    assert seen == ["[[[[]]]]", "[[["]
+
+
+def test_other_errors_are_not_retried() -> None:
+    calls = 0
+
+    def read(part: str) -> object:
+        nonlocal calls
+        calls += 1
+        raise yaml.MarkedYAMLError(
+            problem="did not find expected ','", problem_mark=yaml.Mark("t", 1, 0, 1, None, None)
+        )
+
+    with pytest.raises(yaml.MarkedYAMLError, match="expected ','"):
+        _below_libyamls_limit(read, "[a b]")
+    assert calls == 1
