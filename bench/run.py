@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         "schema": 1,
         "id": run_id,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "argv": sys.argv[1:] if argv is None else argv,
+        "argv": _public_argv(sys.argv[1:] if argv is None else argv),
         "settings": dict(vars(settings)),
         "machine": report.machine(cluster.server_version()),
         "contenders": info,
@@ -193,6 +193,22 @@ def main(argv: list[str] | None = None) -> int:
         for written in plots.write(run, path):
             say(f"plot: {written.relative_to(ROOT) if written.is_relative_to(ROOT) else written}")
     return 130 if run.get("interrupted") else 0
+
+
+def _public_argv(argv: list[str]) -> list[str]:
+    """The command line as the results keep it: paths of this machine (a checkout, a binary) left out."""
+    private = {"--kiali", "--peer-binary", "--kubeconfig", "--results-dir", "--peer-collections"}
+    out, hide = [], False
+    for arg in argv:
+        name = arg.split("=", 1)[0]
+        if hide:
+            out.append("PATH")
+        elif name in private and "=" in arg:
+            out.append(f"{name}=PATH")
+        else:
+            out.append(arg)
+        hide = arg in private
+    return out
 
 
 def _check_names(contenders: list[str], scenarios: list[str]) -> None:

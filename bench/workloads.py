@@ -70,8 +70,14 @@ def kiali(checkout: Path) -> Workload:
     if isinstance(entry.get("finalizer"), dict) and entry["finalizer"].get("playbook"):
         entry["finalizer"]["playbook"] = str(checkout / entry["finalizer"]["playbook"])
 
+    # The newest versioned role: the default one takes its image version from the operator's own pod.
+    versions = sorted((p.name for p in (checkout / "roles").glob("v*.*")), key=_version_key)
+    if not versions:
+        raise FileNotFoundError(f"{checkout / 'roles'}/vX.Y (is {checkout} a checkout of kiali-operator?)")
+
     def body(name: str, namespace: str) -> Obj:
         spec = {
+            "version": versions[-1],
             "istio_namespace": namespace,
             "auth": {"strategy": "anonymous"},
             "deployment": {"cluster_wide_access": False, "discovery_selectors": {"default": []}},
@@ -86,6 +92,10 @@ def kiali(checkout: Path) -> Workload:
     env = {"ANSIBLE_ALLOW_BROKEN_CONDITIONALS": "true", "ANSIBLE_ROLES_PATH": str(checkout / "roles")}
     change = {"spec": {"deployment": {"logger": {"log_level": "debug"}}}}
     return Workload("kiali", KIALI, crd, yaml.safe_dump([entry], sort_keys=False), body, change, env)
+
+
+def _version_key(name: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in name.lstrip("v").split(".") if part.isdigit())
 
 
 # ------------------------------------------------------------------------------------------ running

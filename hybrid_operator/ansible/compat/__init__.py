@@ -9,7 +9,8 @@ Where it sits (a module here per area):
 - the in-process task path (``inline``) replaces the strategies' ``WorkerProcess``, runs ``TaskExecutor``
   itself and hands results to the strategy (``tasks``);
 - the template cache (``warm.templates``) serves ``AnsibleEnvironment``'s compiles from code objects kept
-  across runs (``templates``);
+  across runs (``templates``) and tells the filter and test loaders which of Jinja's own names
+  ``ansible.builtin`` has no plugin of (``jinjaplugins``);
 - the parsed-file cache (``warm.parsed``) answers ``DataLoader.load_from_file``'s role loading (``loading``);
 - the local temp dirs (``warm.tmpdirs``) mirror ``ActionBase._make_tmp_path`` and ``_remove_tmp_path``
   (``tmpdirs``);
@@ -29,6 +30,7 @@ start-up self-test (``selftest``) then compares a forked run against the zygote'
 """
 
 from hybrid_operator.ansible.compat.datatag import datatag_problems, share_tagged_scalars
+from hybrid_operator.ansible.compat.jinjaplugins import find_missing, hook_jinja_lookups, jinja_lookup_problems
 from hybrid_operator.ansible.compat.loading import ParsedFiles, hook_parsed_files, loader_hook_problems, parse_ahead
 from hybrid_operator.ansible.compat.modules import (
     ModulePolicy,
@@ -79,13 +81,16 @@ __all__ = [
     "check_version",
     "datatag_problems",
     "decoder_keys",
+    "find_missing",
     "fresh_event_contexts",
     "hook_inline_tasks",
+    "hook_jinja_lookups",
     "hook_modules",
     "hook_parsed_files",
     "hook_template_cache",
     "hook_tmpdirs",
     "inline_task_problems",
+    "jinja_lookup_problems",
     "loader_hook_problems",
     "module_fqn",
     "module_hook_problems",

@@ -10,6 +10,9 @@ template is compiled as a task argument is, each conditional (``when``, ``change
 ``until``, ``that``) as a conditional is, and each file under ``templates/`` as the ``template`` action does.
 Compiling never renders, so no lookup or filter runs in the zygote. Templates the zygote did not see (a
 playbook's own, one built at run time) are compiled by the run on a miss and kept for the rest of that run.
+The zygote also asks Ansible's filter and test loaders once for each of Jinja's own names (``length``, ``map``,
+``selectattr``...) and tells them which ``ansible.builtin`` has no plugin of (``compat.hook_jinja_lookups``):
+without that, every template environment of every run searched ``ansible.builtin``'s plugin files for them.
 
 ``HYBRID_OPERATOR_TEMPLATE_CACHE=0`` in the operator's environment turns this off (read by the zygote).
 ``tests/unit/ansible/warm/test_templates.py`` checks the key and the shape it relies on.
@@ -37,12 +40,23 @@ def install() -> list[str]:
         return []
     if os.environ.get(DISABLE_ENV) == "0":
         return [f"{DISABLE_ENV}=0"]
-    problems = compat.template_cache_problems()
+    # The lookup hook goes with the cache: written for the same ansible-core versions (off on 2.18, where
+    # the cache is), and off with it.
+    problems = compat.template_cache_problems() or compat.jinja_lookup_problems()
     if not problems:
         cache = compat.CodeCache()
         compat.hook_template_cache(cache)
+        compat.hook_jinja_lookups(compat.find_missing(jinja_builtin_names()))
         CACHE.append(cache)
     return problems
+
+
+def jinja_builtin_names() -> list[tuple[str, str]]:
+    """(``filter``|``test``, name) of Jinja's own filters and tests, which Ansible's loaders are asked for first."""
+    from jinja2.filters import FILTERS
+    from jinja2.tests import TESTS
+
+    return [("filter", name) for name in FILTERS] + [("test", name) for name in TESTS]
 
 
 def strings_of(data: Any) -> tuple[list[str], list[str]]:

@@ -165,3 +165,48 @@ def test_role_files_stops_at_its_bounds(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(project, "MAX_FILES", 3)
     found = project.role_files([tmp_path])
     assert len(found.yaml) == 3 and found.truncated
+
+
+_LOOKUPS = r"""
+import json, sys, time
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+_AnsibleCollectionFinder()._install()
+from ansible.plugins.loader import filter_loader, test_loader
+from hybrid_operator.ansible import compat
+from hybrid_operator.ansible.warm import templates
+
+missing = compat.find_missing(templates.jinja_builtin_names())
+compat.hook_jinja_lookups(missing)
+out = {
+    "missing": sorted(missing.get("filter", ())),
+    "length": filter_loader.get("length"),
+    "legacy_length": filter_loader.get("ansible.legacy.length"),
+    "to_json": filter_loader.get("to_json") is not None,
+    "collection": filter_loader.get("community.general.json_query") is not None,
+    "test_string": test_loader.get("string"),
+}
+filter_loader.add_directory(sys.argv[1])  # a role's filter_plugins/ with its own ``length``
+found = filter_loader.get("length")
+out["role_length"] = found.j2_function("abc") if found is not None else None
+print(json.dumps(out))
+"""
+
+_ROLE_FILTER = """
+class FilterModule:
+    def filters(self):
+        return {"length": lambda value: "the role's length"}
+"""
+
+
+def test_jinja_names_ansible_has_no_plugin_of_are_known_and_a_role_can_still_add_them(tmp_path: Path) -> None:
+    assert compat.jinja_lookup_problems() == []
+    (tmp_path / "mine.py").write_text(_ROLE_FILTER, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", _LOOKUPS, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert {"length", "join", "lower", "list"} <= set(out["missing"]) and "to_json" not in out["missing"]
+    assert out["length"] is None and out["legacy_length"] is None and out["test_string"] is None
+    assert out["to_json"] and out["collection"]
+    assert out["role_length"] == "the role's length"
