@@ -68,7 +68,7 @@ def write(run: Result, json_path: Path) -> list[Path]:
             ax.set_title(title, fontsize=10)
             ax.set_ylabel("seconds (log)", fontsize=8)
         fig.suptitle(f"Latency per contender (bench run {stamp})", fontsize=11)
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / (2.6 * len(panels) + 0.6)))  # the title above panel 1
         written.append(_save(fig, json_path, "latency"))
         plt.close(fig)
     for count, by in ((run.get("scenarios") or {}).get("p2") or {}).items():
