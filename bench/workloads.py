@@ -134,17 +134,34 @@ def _phase(
 ) -> tuple[float | None, float, str | None]:
     """Do ``act`` and wait until ``name`` meets ``done``: (seconds or None, CPU seconds, why not)."""
     tracker = Tracker(ctx.cluster, kind, op.namespace, done)
+    seen, cpu = _timed(ctx, op, tracker, act, lambda: tracker.wait_for(name, ctx.settings.p1_timeout * 5))
+    if seen is None:
+        return None, cpu, tracker.failed.get(name) or "timed out"
+    return seen, cpu, None
+
+
+def _gone(
+    ctx: Context, op: Running, kind: Kind, act: Callable[[], object], name: str
+) -> tuple[float | None, float, str | None]:
+    """Do ``act`` and wait until ``name`` is deleted: (seconds or None, CPU seconds, why not)."""
+    tracker = Tracker(ctx.cluster, kind, op.namespace, lambda _obj: False)
+    seen, cpu = _timed(ctx, op, tracker, act, lambda: tracker.wait_gone(name, ctx.settings.p1_timeout * 5))
+    return (None, cpu, "still there") if seen is None else (seen, cpu, None)
+
+
+def _timed(
+    ctx: Context, op: Running, tracker: Tracker, act: Callable[[], object], wait: Callable[[], float | None]
+) -> tuple[float | None, float]:
+    """``act``, then ``wait`` on the started ``tracker``: (seconds from ``act`` to the event, or None; CPU)."""
     tracker.start()
     try:
         cpu0, start = op.usage().cpu_seconds, time.monotonic()
         act()
-        seen = tracker.wait_for(name, ctx.settings.p1_timeout * 5)
+        seen = wait()
         cpu = op.usage().cpu_seconds - cpu0
     finally:
         tracker.stop()
-    if seen is None:
-        return None, cpu, tracker.failed.get(name) or "timed out"
-    return seen - start, cpu, None
+    return (None if seen is None else seen - start), cpu
 
 
 def _tasks_of_last_run(op: Running, name: str) -> int | None:
@@ -238,21 +255,6 @@ def _quiesce(ctx: Context, kind: Kind, namespace: str, name: str, limit: float =
         if now != stamp:
             stamp, since = now, time.monotonic()
     return stamp
-
-
-def _gone(
-    ctx: Context, op: Running, kind: Kind, act: Callable[[], object], name: str
-) -> tuple[float | None, float, str | None]:
-    tracker = Tracker(ctx.cluster, kind, op.namespace, lambda _obj: False)
-    tracker.start()
-    try:
-        cpu0, start = op.usage().cpu_seconds, time.monotonic()
-        act()
-        seen = tracker.wait_gone(name, ctx.settings.p1_timeout * 5)
-        cpu = op.usage().cpu_seconds - cpu0
-    finally:
-        tracker.stop()
-    return (None, cpu, "still there") if seen is None else (seen - start, cpu, None)
 
 
 def _result(phases: dict[str, dict[str, list[float]]], tasks: list[int], problems: list[str]) -> Result:

@@ -40,8 +40,14 @@ def api(kubeconfig: str) -> client.ApiClient:
 @pytest.fixture(scope="session")
 def crds(api: client.ApiClient) -> None:
     """Install the test CRDs and the shipped ones, and wait until they are served."""
-    ext = client.ApiextensionsV1Api(api)
     files = sorted((FIXTURES / "crds").glob("*.yaml")) + sorted((ROOT / "deploy" / "crds").glob("*.yaml"))
+    install_crds(api, files, replace=True)
+
+
+def install_crds(api: client.ApiClient, files: list[Path], *, replace: bool) -> None:
+    """Create the CRDs in ``files`` (one that exists is replaced with ``replace``, else left as it is) and
+    wait until each is established."""
+    ext = client.ApiextensionsV1Api(api)
     names = []
     for path in files:
         for doc in yaml.safe_load_all(path.read_text()):
@@ -53,9 +59,10 @@ def crds(api: client.ApiClient) -> None:
             except ApiException as exc:
                 if exc.status != 409:
                     raise
-                current = ext.read_custom_resource_definition(doc["metadata"]["name"])
-                doc["metadata"]["resourceVersion"] = current.metadata.resource_version
-                ext.replace_custom_resource_definition(doc["metadata"]["name"], doc)
+                if replace:
+                    current = ext.read_custom_resource_definition(doc["metadata"]["name"])
+                    doc["metadata"]["resourceVersion"] = current.metadata.resource_version
+                    ext.replace_custom_resource_definition(doc["metadata"]["name"], doc)
     for name in names:
         wait_until(lambda n=name: _established(ext, n), 60, f"CRD {name} established")
 

@@ -22,12 +22,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from ansible.release import __version__ as ANSIBLE_VERSION
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.integration.conftest import ROOT, OperatorProcess, condition, start_operator, stop_operator, wait_until
+from tests.integration.conftest import (
+    ROOT,
+    OperatorProcess,
+    condition,
+    install_crds,
+    start_operator,
+    stop_operator,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 NAMESPACE = "osdk-test"  # upstream's verify files name it (TEST_OPERATOR_NAMESPACE of its Molecule run)
@@ -56,25 +63,7 @@ class Advanced:
 
 
 def apply_crds(api: client.ApiClient, project: Path) -> None:
-    ext = client.ApiextensionsV1Api(api)
-    names = []
-    for path in sorted((project / "config" / "crd" / "bases").glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text())
-        names.append(doc["metadata"]["name"])
-        try:
-            ext.create_custom_resource_definition(doc)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-    for name in names:
-        wait_until(
-            lambda n=name: any(
-                c.type == "Established" and c.status == "True"
-                for c in ext.read_custom_resource_definition(n).status.conditions or []
-            ),
-            60,
-            f"CRD {name}",
-        )
+    install_crds(api, sorted((project / "config" / "crd" / "bases").glob("*.yaml")), replace=False)
 
 
 def delete_namespace(core: client.CoreV1Api, name: str) -> None:

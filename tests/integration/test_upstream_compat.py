@@ -19,7 +19,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.integration.conftest import ROOT, Objects, OperatorProcess, condition, wait_until
+from tests.integration.conftest import ROOT, Objects, OperatorProcess, condition, install_crds, wait_until
 
 pytestmark = pytest.mark.integration
 G, V = "cache.example.com", "v1alpha1"
@@ -33,24 +33,7 @@ def project(api: client.ApiClient) -> Path:
     )
     assert out.returncode == 0, out.stderr
     path = Path(out.stdout.strip().splitlines()[-1])
-    ext = client.ApiextensionsV1Api(api)
-    for crd in sorted((path / "config" / "crd" / "bases").glob("*.yaml")):
-        doc = yaml.safe_load(crd.read_text())
-        try:
-            ext.create_custom_resource_definition(doc)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-    for crd in ("memcacheds", "memfins", "foos"):
-        name = f"{crd}.{G}"
-        wait_until(
-            lambda n=name: any(
-                c.type == "Established" and c.status == "True"
-                for c in ext.read_custom_resource_definition(n).status.conditions or []
-            ),
-            60,
-            f"CRD {name}",
-        )
+    install_crds(api, sorted((path / "config" / "crd" / "bases").glob("*.yaml")), replace=False)
     return path
 
 
