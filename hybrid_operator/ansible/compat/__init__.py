@@ -12,6 +12,8 @@ Where it sits (a module here per area):
   across runs (``templates``) and tells the filter and test loaders which of Jinja's own names
   ``ansible.builtin`` has no plugin of (``jinjaplugins``);
 - the parsed-file cache (``warm.parsed``) answers ``DataLoader.load_from_file``'s role loading (``loading``);
+- the plugin-docs memo (``warm.plugindocs``) skips ``PluginLoader._load_config_defs`` for plugins whose
+  documentation declares no options (``plugindocs``);
 - the local temp dirs (``warm.tmpdirs``) mirror ``ActionBase._make_tmp_path`` and ``_remove_tmp_path``
   (``tmpdirs``);
 - shared copies (``warm.copies``) give the tagged scalars a ``__deepcopy__`` (``datatag``);
@@ -42,6 +44,7 @@ from hybrid_operator.ansible.compat.modules import (
     to_module_side,
 )
 from hybrid_operator.ansible.compat.names import decoder_keys, template_keywords
+from hybrid_operator.ansible.compat.plugindocs import hook_plugin_docs, plugin_docs_problems
 from hybrid_operator.ansible.compat.runner import RunnerCommand, replay_output, runner_command, runner_problems
 from hybrid_operator.ansible.compat.state import (
     PRIVATE_STATE,
@@ -87,6 +90,7 @@ __all__ = [
     "hook_jinja_lookups",
     "hook_modules",
     "hook_parsed_files",
+    "hook_plugin_docs",
     "hook_template_cache",
     "hook_tmpdirs",
     "inline_task_problems",
@@ -97,6 +101,7 @@ __all__ = [
     "module_preload",
     "no_rpc_host",
     "parse_ahead",
+    "plugin_docs_problems",
     "precompile",
     "private_state_problems",
     "replay_output",

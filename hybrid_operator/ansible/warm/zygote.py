@@ -49,6 +49,7 @@ from hybrid_operator.ansible.warm import (
     inline,
     inworker,
     parsed,
+    plugindocs,
     profiling,
     project,
     protocol,
@@ -165,6 +166,7 @@ class ZygoteServer:
         self.tmp_root = compat.use_local_tmp()  # Ansible reads its configuration here, from the shared environment
         import ansible.cli.playbook  # noqa: F401 - the import is the point: it is shared by every run
 
+        docs_problems = plugindocs.install()  # before the warm-up: the plugins it loads are noted
         rc = self.warm_up(request.run)
         if rc != 0:
             from pathlib import Path  # only on this path: the zygote's imports are what every run shares
@@ -176,6 +178,10 @@ class ZygoteServer:
                 f"the warm-up playbook failed (exit code {rc}): {reason}; its output is in {request.run.output}"
             )
         preload_worker_plugins()
+        if docs_problems:
+            print(f"zygote: plugin documentation parsed in every run: {'; '.join(docs_problems)}", file=sys.stderr)
+        else:
+            plugindocs.preload_lookups()
         in_worker, why = False, "not asked for"
         if self.modules_in_worker:
             problems = inworker.install(os.path.join(self.tmp_root, inworker.SHARED_CACHE_DIR))
