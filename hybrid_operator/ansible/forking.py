@@ -5,8 +5,9 @@ the zygote forks a run's ``ansible-playbook`` (``zygote``), an Ansible worker fo
 interpreter (``inworker``), the module server forks a module's interpreter for the runner executor
 (``modserver``). Each child must look like the process it replaces, not like its parent: the signal
 handling a new Python process has, its own standard streams, the environment and working directory it was
-given, a ``SystemExit`` turned into an exit status as the interpreter does, and an ``os._exit`` at the end
-(never the parent's ``atexit`` handlers or ``finally`` blocks).
+given (and the temp dir that environment's ``TMPDIR`` names), a ``SystemExit`` turned into an exit status
+as the interpreter does, and an ``os._exit`` at the end (never the parent's ``atexit`` handlers or
+``finally`` blocks).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import io
 import os
 import signal
 import sys
+import tempfile
 import traceback
 import types
 from collections.abc import Mapping
@@ -64,6 +66,7 @@ def enter(env: Mapping[str, str], cwd: str | None, replace_env: bool) -> None:
     if replace_env:
         os.environ.clear()
     os.environ.update(env)
+    tempfile.tempdir = None  # as in a new interpreter: the temp dir comes from this environment's TMPDIR
     if cwd:
         os.chdir(cwd)
 

@@ -152,6 +152,12 @@ class RunSetup:
         # plugin dirs beside a playbook, so nothing another user could have put there may be near one.
         self.scratch = TempDir("hyop-")
         self._wrapper_dir = ensure_private_dir(self.scratch.path / "playbooks")
+        # The runs' TMPDIR: this executor's own, never the shared /tmp. Libraries keep files there under names
+        # anyone can compute and trust what they find: kubernetes.core's discovery cache is named after the
+        # API address and the user, and a module that finds one uses it to map kinds to API paths. In a
+        # shared /tmp another local user could plant it first. Every run of this executor shares the dir,
+        # so the cache still serves all of them; it goes with the executor.
+        self.env["TMPDIR"] = str(ensure_private_dir(self.scratch.path / "tmp"))
         self._wrappers: dict[str, Path] = {}  # role -> its wrapper, written by this executor
         self._wrappers_lock = threading.Lock()
         self.python = sys.executable

@@ -258,6 +258,17 @@ class Objects:
 
 
 @pytest.fixture
+def foo_watches(tmp_path: Path) -> Path:
+    """The shipped watches.yaml, Foo entry only (the VirtualMachine entry needs a cloud)."""
+    path = tmp_path / "watches.yaml"
+    path.write_text(
+        f"- version: v1alpha1\n  group: samplecontroller.k8s.io\n  kind: Foo\n  role: {ROOT / 'roles' / 'foo'}\n"
+        "  watchDependentStatusChanges: true\n"
+    )
+    return path
+
+
+@pytest.fixture
 def objects(api: client.ApiClient, namespace: str) -> Objects:
     return Objects(api, namespace)
 

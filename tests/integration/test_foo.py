@@ -6,21 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ROOT, Objects, condition, wait_until
+from tests.integration.conftest import Objects, condition, wait_until
 
 pytestmark = pytest.mark.integration
 G, V, P = "samplecontroller.k8s.io", "v1alpha1", "foos"
-
-
-@pytest.fixture
-def foo_watches(tmp_path: Path) -> Path:
-    """The shipped watches.yaml, Foo entry only (the VirtualMachine entry needs a cloud)."""
-    path = tmp_path / "watches.yaml"
-    path.write_text(
-        f"- version: {V}\n  group: {G}\n  kind: Foo\n  role: {ROOT / 'roles' / 'foo'}\n"
-        "  watchDependentStatusChanges: true\n"
-    )
-    return path
 
 
 def foo(name: str, deployment: str, replicas: int = 1) -> dict[str, object]:

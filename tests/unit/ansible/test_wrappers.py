@@ -79,3 +79,14 @@ def test_an_artifacts_dir_of_another_user_stops_the_executor_before_it_runs_anyt
     with pytest.raises(ConfigError, match=f"runner artifacts dir \\(--runner-artifacts-dir\\) {planted}.*uid 65534"):
         RunSetup(ExecutorSettings(artifacts_root=planted, module_server=False))
     assert set(Path(tempfile.gettempdir()).glob(f"hyop-{os.getpid()}-*")) == before  # nothing made
+
+
+def test_runs_get_a_private_temp_dir_of_their_own(setup: RunSetup) -> None:
+    """Libraries the modules use trust files they find in the temp dir under names anyone can compute
+    (kubernetes.core's discovery cache): a run's TMPDIR is this executor's own, private, gone at close."""
+    tmp = Path(setup.env["TMPDIR"])
+    assert tmp.is_dir() and tmp.parent == setup.scratch.path
+    assert stat.S_IMODE(tmp.stat().st_mode) == 0o700
+    assert setup.runner_options(request("demo"), setup.scratch.path)["envvars"]["TMPDIR"] == str(tmp)
+    setup.close()
+    assert not tmp.exists()
