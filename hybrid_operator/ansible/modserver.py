@@ -36,8 +36,10 @@ from pathlib import Path
 
 from hybrid_operator.ansible import forking
 from hybrid_operator.ansible.privatedirs import ensure_private_dir
+from hybrid_operator.errors import ConfigError
 
 log = logging.getLogger(__name__)
+SOCKET_PATH_MAX = 107  # bytes in sockaddr_un.sun_path on Linux, the NUL not counted
 
 # What the modules our roles use import at start: preloaded once, shared by every forked child.
 DEFAULT_PRELOAD = (
@@ -108,6 +110,12 @@ class ModuleServer:
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self, env: dict[str, str] | None = None, timeout: float = 60.0) -> None:
+        if len(os.fsencode(self.socket_path)) > SOCKET_PATH_MAX:
+            raise ConfigError(
+                f"the module server's socket {self.socket_path} would be {len(os.fsencode(self.socket_path))} "
+                f"bytes long, more than a Unix socket's path may be ({SOCKET_PATH_MAX}): set TMPDIR to a shorter "
+                "directory"
+            )
         ensure_private_dir(self.runtime_dir, "module server dir")  # its socket runs code: ours alone
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket_path)

@@ -18,6 +18,9 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import kubernetes
@@ -39,13 +42,19 @@ def _cache_names(address: str) -> set[str]:
     return {f"k8srcp-{hashlib.sha256(i.encode()).hexdigest()}.json" for i in ids}
 
 
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A stand-in for /tmp (short: the module server's socket lives below it), removed after the operator."""
+    path = Path(tempfile.mkdtemp(prefix="hyop-shared-"))
+    path.chmod(0o1777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.mark.parametrize("executor", ["warm", "runner"])
 def test_a_discovery_cache_planted_in_the_shared_temp_dir_is_never_read(
-    operator, objects: Objects, foo_watches: Path, tmp_path: Path, executor: str
+    shared: Path, operator, objects: Objects, foo_watches: Path, executor: str
 ) -> None:
-    shared = tmp_path / "shared-tmp"
-    shared.mkdir()
-    shared.chmod(0o1777)  # as /tmp
     running = operator(foo_watches, "--executor", executor, env={"TMPDIR": str(shared)})
     found = wait_until(lambda: re.search(r"API proxy for runs listening on (\S+)", running.log()), 30, "the proxy")
     planted = json.dumps({"library_version": kubernetes.__version__, "resources": {}, "planted": "marker"})
