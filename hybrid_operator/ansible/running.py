@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -28,7 +29,7 @@ import ansible_runner
 
 from hybrid_operator.ansible import inputdir
 from hybrid_operator.ansible.artifacts import ArtifactStore
-from hybrid_operator.ansible.modserver import ModuleServer
+from hybrid_operator.ansible.modserver import SOCKET_PATH_MAX, ModuleServer
 from hybrid_operator.ansible.privatedirs import TempDir, ensure_private_dir, write_private_file
 from hybrid_operator.ansible.results import EventCollector, RunResult
 
@@ -133,6 +134,37 @@ def ansible_environment(settings: ExecutorSettings) -> dict[str, str]:
     return env
 
 
+# What a run puts below its TMPDIR for a Unix socket: multiprocessing's "/pymp-XXXXXXXX/listener-XXXXXXXX"
+# (ansible-core 2.21 serves its workers over one).
+UNIX_SOCKET_TAIL = 32
+
+
+def runs_temp_dir(scratch: Path) -> Path | None:
+    """The private temp dir every run of an executor gets as its TMPDIR, or None to leave the runs the
+    operator's own.
+
+    Libraries keep files in the temp dir under names anyone can compute and trust what they find:
+    kubernetes.core's discovery cache is named after the API address (the run proxy's, logged at start) and
+    the user, and a module that finds one maps kinds to API paths with it. In a shared /tmp another local
+    user could plant it first. A dir inside the executor's private scratch dir cannot be planted in; all the
+    executor's runs share it, so the cache still serves them all, and it goes with the executor. When the
+    scratch dir is so deep that a run's Unix sockets below it would pass the length a socket's path may have
+    (a long TMPDIR), the runs keep the operator's TMPDIR, as before, and a warning says so and what to do.
+    """
+    path = scratch / "tmp"
+    if len(os.fsencode(path)) + UNIX_SOCKET_TAIL > SOCKET_PATH_MAX:
+        log.warning(
+            "runs use the operator's temp dir %s: a private one inside %s would be too long for the Unix "
+            "sockets Ansible makes there; set TMPDIR to a shorter directory (at most %d bytes before our own "
+            "dirs are added) so that files another user leaves in a shared temp dir cannot reach the runs",
+            os.environ.get("TMPDIR", "/tmp"),
+            scratch,
+            SOCKET_PATH_MAX - UNIX_SOCKET_TAIL - len(os.fsencode(path)) + len(os.fsencode(tempfile.gettempdir())),
+        )
+        return None
+    return ensure_private_dir(path)
+
+
 class RunSetup:
     """What every run of one executor shares, and how one run's inputs are made.
 
@@ -152,12 +184,9 @@ class RunSetup:
         # plugin dirs beside a playbook, so nothing another user could have put there may be near one.
         self.scratch = TempDir("hyop-")
         self._wrapper_dir = ensure_private_dir(self.scratch.path / "playbooks")
-        # The runs' TMPDIR: this executor's own, never the shared /tmp. Libraries keep files there under names
-        # anyone can compute and trust what they find: kubernetes.core's discovery cache is named after the
-        # API address and the user, and a module that finds one uses it to map kinds to API paths. In a
-        # shared /tmp another local user could plant it first. Every run of this executor shares the dir,
-        # so the cache still serves all of them; it goes with the executor.
-        self.env["TMPDIR"] = str(ensure_private_dir(self.scratch.path / "tmp"))
+        # The runs' TMPDIR: this executor's own, never the shared /tmp (see ``runs_temp_dir``).
+        if (runs_tmp := runs_temp_dir(self.scratch.path)) is not None:
+            self.env["TMPDIR"] = str(runs_tmp)
         self._wrappers: dict[str, Path] = {}  # role -> its wrapper, written by this executor
         self._wrappers_lock = threading.Lock()
         self.python = sys.executable

@@ -90,3 +90,20 @@ def test_runs_get_a_private_temp_dir_of_their_own(setup: RunSetup) -> None:
     assert setup.runner_options(request("demo"), setup.scratch.path)["envvars"]["TMPDIR"] == str(tmp)
     setup.close()
     assert not tmp.exists()
+
+
+def test_a_temp_dir_too_deep_for_unix_sockets_leaves_the_runs_the_operators_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Ansible 2.21 serves its workers over a Unix socket below TMPDIR, and a socket's path has at most 107
+    bytes: a private dir that would push it past that must not break every run."""
+    deep = tmp_path / ("d" * 60)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    run_setup = RunSetup(ExecutorSettings(artifacts_root=tmp_path / "runner", module_server=False))
+    try:
+        assert "TMPDIR" not in run_setup.env
+        assert "set TMPDIR to a shorter directory" in caplog.text
+        assert not (run_setup.scratch.path / "tmp").exists()
+    finally:
+        run_setup.close()
