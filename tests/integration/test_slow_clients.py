@@ -11,21 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ROOT, Objects, condition, wait_until
+from tests.integration.conftest import Objects, condition, wait_until
 from tests.trickling import Tricklers
 
 pytestmark = pytest.mark.integration
 G, V, P = "samplecontroller.k8s.io", "v1alpha1", "foos"
-
-
-@pytest.fixture
-def foo_watches(tmp_path: Path) -> Path:
-    path = tmp_path / "watches.yaml"
-    path.write_text(
-        f"- version: {V}\n  group: {G}\n  kind: Foo\n  role: {ROOT / 'roles' / 'foo'}\n"
-        "  watchDependentStatusChanges: true\n"
-    )
-    return path
 
 
 def port_in_log(log: str, pattern: str) -> int:
