@@ -7,7 +7,7 @@ interpreter (``inworker``), the module server forks a module's interpreter for t
 handling a new Python process has, its own standard streams, the environment and working directory it was
 given (and the temp dir that environment's ``TMPDIR`` names), a ``SystemExit`` turned into an exit status
 as the interpreter does, and an ``os._exit`` at the end (never the parent's ``atexit`` handlers or
-``finally`` blocks).
+``finally`` blocks; what the child's own exit handlers would have removed, ``end`` removes).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import builtins
 import contextlib
 import io
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -67,6 +68,7 @@ def enter(env: Mapping[str, str], cwd: str | None, replace_env: bool) -> None:
         os.environ.clear()
     os.environ.update(env)
     tempfile.tempdir = None  # as in a new interpreter: the temp dir comes from this environment's TMPDIR
+    _inherited_mp_temp_dir[:] = [_multiprocessing_temp_dir()]
     if cwd:
         os.chdir(cwd)
 
@@ -100,6 +102,34 @@ def run_as_main(code: bytes, filename: str = "<stdin>") -> int:
 
 
 def end(code: int) -> NoReturn:
-    """Leave the child now: flush what it wrote, and never run the parent's clean-up."""
+    """Leave the child now: flush what it wrote, remove what a normal exit would have (the temp dir
+    multiprocessing made here), and never run the parent's clean-up."""
     flush_std()
+    _remove_multiprocessing_temp_dir()
     os._exit(code & 0xFF)
+
+
+# multiprocessing makes one temp dir per process for its Unix sockets (ansible-core 2.21's RPC host serves a
+# run's workers over one) and removes it from its exit handler, which ``os._exit`` skips: every forked run
+# left an empty ``pymp-*`` dir behind. ``enter`` notes the dir the child inherited (its parent's, never
+# ours to remove); ``end`` removes the one the child made itself.
+_inherited_mp_temp_dir: list[str | None] = []
+
+
+def _multiprocessing_temp_dir() -> str | None:
+    """This process's multiprocessing temp dir, if it has made (or inherited) one."""
+    try:
+        import multiprocessing.process
+
+        tempdir = multiprocessing.process.current_process()._config.get("tempdir")  # type: ignore[attr-defined]
+    except Exception:  # another shape of multiprocessing's internals: leave it alone
+        return None
+    return tempdir if isinstance(tempdir, str) else None
+
+
+def _remove_multiprocessing_temp_dir() -> None:
+    if not _inherited_mp_temp_dir:  # never entered: nothing of ours to tell apart from the parent's
+        return
+    tempdir = _multiprocessing_temp_dir()
+    if tempdir is not None and tempdir != _inherited_mp_temp_dir[0]:
+        shutil.rmtree(tempdir, ignore_errors=True)

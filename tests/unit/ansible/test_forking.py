@@ -39,3 +39,38 @@ def test_the_child_uses_the_tmpdir_of_the_environment_it_enters(tmp_path: Path) 
 def test_without_tmpdir_the_child_falls_back_as_python_does(tmp_path: Path) -> None:
     env = {"PATH": os.environ.get("PATH", "")}
     assert _temp_dir_in_child(env, replace_env=True) in ("/tmp", "/var/tmp", "/usr/tmp", os.getcwd())
+
+
+def _mp_temp_dir_after_child(make_own: bool) -> tuple[str, bool]:
+    """A forked child enters, lets multiprocessing make (or reuse) its temp dir, and ends: (that dir, whether
+    it still exists after the child is gone)."""
+    import multiprocessing.process
+    import multiprocessing.util
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read)
+            forking.enter({}, None, replace_env=False)
+            if make_own:  # as a run that starts ansible-core's RPC host: a dir of its own
+                multiprocessing.process.current_process()._config["tempdir"] = None  # type: ignore[attr-defined]
+            os.write(write, multiprocessing.util.get_temp_dir().encode())
+        finally:
+            forking.end(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        path = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return path, os.path.exists(path)
+
+
+def test_the_multiprocessing_temp_dir_a_child_made_goes_with_it_and_the_parents_stays() -> None:
+    import multiprocessing.util
+
+    parents = multiprocessing.util.get_temp_dir()  # the parent's own (removed at its exit, as always)
+    path, exists = _mp_temp_dir_after_child(make_own=True)
+    assert path != parents and Path(path).name.startswith("pymp-")
+    assert not exists, "a forked run leaves its pymp- dir behind"
+    path, exists = _mp_temp_dir_after_child(make_own=False)
+    assert path == parents and exists, "the child removed its parent's dir"
