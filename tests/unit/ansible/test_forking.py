@@ -5,27 +5,37 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from hybrid_operator.ansible import forking
 
 
-def _temp_dir_in_child(env: dict[str, str], replace_env: bool) -> str:
-    tempfile.gettempdir()  # the parent has looked its own up (and Python keeps it)
+def _in_child(work: Callable[[], str]) -> str:
+    """Run ``work`` in a forked child that ends with ``forking.end``; what it returned."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         try:
             os.close(read)
-            forking.enter(env, None, replace_env=replace_env)
-            os.write(write, tempfile.gettempdir().encode())
+            os.write(write, work().encode())
         finally:
-            os._exit(0)
+            forking.end(0)
     os.close(write)
     with os.fdopen(read, "rb") as pipe:
         seen = pipe.read().decode()
     os.waitpid(pid, 0)
     return seen
+
+
+def _temp_dir_in_child(env: dict[str, str], replace_env: bool) -> str:
+    tempfile.gettempdir()  # the parent has looked its own up (and Python keeps it)
+
+    def work() -> str:
+        forking.enter(env, None, replace_env=replace_env)
+        return tempfile.gettempdir()
+
+    return _in_child(work)
 
 
 def test_the_child_uses_the_tmpdir_of_the_environment_it_enters(tmp_path: Path) -> None:
@@ -47,21 +57,13 @@ def _mp_temp_dir_after_child(make_own: bool) -> tuple[str, bool]:
     import multiprocessing.process
     import multiprocessing.util
 
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.close(read)
-            forking.enter({}, None, replace_env=False)
-            if make_own:  # as a run that starts ansible-core's RPC host: a dir of its own
-                multiprocessing.process.current_process()._config["tempdir"] = None  # type: ignore[attr-defined]
-            os.write(write, multiprocessing.util.get_temp_dir().encode())
-        finally:
-            forking.end(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        path = pipe.read().decode()
-    os.waitpid(pid, 0)
+    def work() -> str:
+        forking.enter({}, None, replace_env=False)
+        if make_own:  # as a run that starts ansible-core's RPC host: a dir of its own
+            multiprocessing.process.current_process()._config["tempdir"] = None  # type: ignore[attr-defined]
+        return multiprocessing.util.get_temp_dir()
+
+    path = _in_child(work)
     return path, os.path.exists(path)
 
 
