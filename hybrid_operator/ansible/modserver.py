@@ -110,11 +110,10 @@ class ModuleServer:
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self, env: dict[str, str] | None = None, timeout: float = 60.0) -> None:
-        if len(os.fsencode(self.socket_path)) > SOCKET_PATH_MAX:
+        if (length := len(os.fsencode(self.socket_path))) > SOCKET_PATH_MAX:
             raise ConfigError(
-                f"the module server's socket {self.socket_path} would be {len(os.fsencode(self.socket_path))} "
-                f"bytes long, more than a Unix socket's path may be ({SOCKET_PATH_MAX}): set TMPDIR to a shorter "
-                "directory"
+                f"the module server's socket {self.socket_path} would be {length} bytes long, more than a Unix "
+                f"socket's path may be ({SOCKET_PATH_MAX}): set TMPDIR to a shorter directory"
             )
         ensure_private_dir(self.runtime_dir, "module server dir")  # its socket runs code: ours alone
         with contextlib.suppress(FileNotFoundError):

@@ -152,14 +152,16 @@ def runs_temp_dir(scratch: Path) -> Path | None:
     (a long TMPDIR), the runs keep the operator's TMPDIR, as before, and a warning says so and what to do.
     """
     path = scratch / "tmp"
-    if len(os.fsencode(path)) + UNIX_SOCKET_TAIL > SOCKET_PATH_MAX:
+    room = SOCKET_PATH_MAX - UNIX_SOCKET_TAIL - len(os.fsencode(path))
+    if room < 0:
+        base = tempfile.gettempdir()
         log.warning(
             "runs use the operator's temp dir %s: a private one inside %s would be too long for the Unix "
             "sockets Ansible makes there; set TMPDIR to a shorter directory (at most %d bytes before our own "
             "dirs are added) so that files another user leaves in a shared temp dir cannot reach the runs",
-            os.environ.get("TMPDIR", "/tmp"),
+            base,
             scratch,
-            SOCKET_PATH_MAX - UNIX_SOCKET_TAIL - len(os.fsencode(path)) + len(os.fsencode(tempfile.gettempdir())),
+            len(os.fsencode(base)) + room,
         )
         return None
     return ensure_private_dir(path)
