@@ -124,17 +124,6 @@ def watch_restarts(op: OperatorProcess, reason: str) -> float:
     return 0.0
 
 
-def cache_initializations(objects: Objects) -> float:
-    """How often the API server's watch cache for Foos has (re)started: its apiserver_watch_cache_* metric."""
-    response = objects.api.rest_client.pool_manager.request("GET", objects.api.configuration.host + "/metrics")
-    assert response.status == 200, response.data[:500]
-    wanted = f'apiserver_watch_cache_initializations_total{{group="{G}",resource="{P}"}} '
-    for line in response.data.decode().splitlines():
-        if line.startswith(wanted):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
 def test_a_change_made_right_after_every_connection_went_silent_is_reconciled_within_60s(
     operator, objects: Objects, relay: tuple[Relay, Path], tmp_path: Path
 ) -> None:
@@ -202,16 +191,15 @@ def test_a_watch_too_old_after_an_etcd_compaction_lists_again_and_loses_nothing(
     bed: Bed, operator, objects: Objects, relay: tuple[Relay, Path], tmp_path: Path
 ) -> None:
     """The operator is cut off; meanwhile a Foo changes, another is born, etcd is compacted past what the
-    operator last saw and restarted (so the API server's watch cache lists again from etcd). Back online,
-    the operator's watch resumes from a resourceVersion that no longer exists: 410 Gone, a re-list, and both
-    changes are reconciled."""
+    operator last saw and the API server restarts (its watch cache lists again from etcd, past the compaction).
+    Back online, the operator's watch resumes from a resourceVersion that no longer exists: 410 Gone, a
+    re-list, and both changes are reconciled."""
     through, kubeconfig = relay
     op = operator(foo_watches(tmp_path), env={"KUBECONFIG": str(kubeconfig)})
     objects.create(G, V, P, foo("gap", 1))
     wait_until(lambda: converged(objects, {"gap": 1}), 90, "gap converged", interval=0.5)
     expired_before = watch_restarts(op, "expired")
 
-    initialized = cache_initializations(objects)
     assert through.cut() > 0
     objects.patch(G, V, P, "gap", {"spec": {"replicas": 2}})
     objects.create(G, V, P, foo("born", 1))
@@ -221,10 +209,12 @@ def test_a_watch_too_old_after_an_etcd_compaction_lists_again_and_loses_nothing(
     for n in range(3):
         objects.core.patch_namespaced_config_map("later", objects.namespace, {"data": {"n": str(n)}})
     revision = bed.compact()
-    bed.restart("etcd")
-    # The API server's own watch on etcd resumes into the compacted history, and its cache of Foos starts over.
-    # etcd restarts and the API server re-reads it: 30 s was too short on a loaded 2-core machine.
-    wait_until(lambda: settled(lambda: cache_initializations(objects)) > initialized, 90, "the Foo watch cache reset")
+    # A new API server's cache of Foos starts at etcd's revision now, past the compaction: the operator's
+    # resourceVersion is older than anything it holds. (Restarting etcd instead makes the running API
+    # server's watch resume into the compacted history and start its cache over, unless something, an
+    # etcd progress notification say, has moved that watch past the compaction first: then nothing is too
+    # old and no 410 comes, which CI met once.)
+    bed.restart("kube-apiserver")
     through.heal()
     healed = time.monotonic()
 
@@ -233,7 +223,7 @@ def test_a_watch_too_old_after_an_etcd_compaction_lists_again_and_loses_nothing(
     wait_until(lambda: converged(objects, {"gap": 2, "born": 1}), 90, "both changes reconciled", interval=0.5)
     took = time.monotonic() - healed
     print(
-        f"\netcd compacted at revision {revision} and restarted while the operator was cut off: "
+        f"\netcd compacted at revision {revision} and the API server restarted while the operator was cut off: "
         f"410 and re-list {relisted:.1f}s after the network came back, both changes converged after {took:.1f}s"
     )
     assert "watch expired, listing again" in op.log()
