@@ -220,14 +220,19 @@ def test_a_watch_too_old_after_an_etcd_compaction_lists_again_and_loses_nothing(
 
     wait_until(lambda: watch_restarts(op, "expired") > expired_before, 60, "a 410 Gone and a re-list", interval=0.5)
     relisted = time.monotonic() - healed
-    wait_until(lambda: converged(objects, {"gap": 2, "born": 1}), 90, "both changes reconciled", interval=0.5)
+    wanted = {"gap": 2, "born": 1}
+    # The operator's part, bounded as in the outage test above: both Deployments as their Foos ask. Pods and
+    # Ready are the controller-manager's, the scheduler's and kwok's, back from the same API server restart.
+    wait_until(lambda: declared(objects, wanted), 60, "both changes applied", interval=0.5)
+    applied = time.monotonic() - healed
+    wait_until(lambda: converged(objects, wanted), 120, "both changes reconciled", interval=0.5)
     took = time.monotonic() - healed
     print(
         f"\netcd compacted at revision {revision} and the API server restarted while the operator was cut off: "
-        f"410 and re-list {relisted:.1f}s after the network came back, both changes converged after {took:.1f}s"
+        f"410 and re-list {relisted:.1f}s after the network came back, both changes applied after "
+        f"{applied:.1f}s and converged after {took:.1f}s"
     )
     assert "watch expired, listing again" in op.log()
-    assert took < 60
     assert op.proc.poll() is None
 
 
