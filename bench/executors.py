@@ -8,7 +8,7 @@
 ``--role foo`` runs ``roles/foo`` on a new Foo per run (its first reconcile, as after a create; needs
 ``$KUBECONFIG`` and ``kubectl``: the CRD is applied and the Foos are made in a namespace of their own).
 With ``--proxy`` each run reaches the API server as the operator's runs do: through the runs' API proxy
-(``kube.proxy.ApiProxy``, in this process) with a kubeconfig and owner of its own, so the
+(``proxy.server.ApiProxy``, in this process) with a kubeconfig and owner of its own, so the
 ``hybrid_operator.util`` plugins return the Foo's status and Event in the result instead of calling the API;
 the API requests the runs made are counted and printed per run. Without it, modules use ``$KUBECONFIG``.
 ``--role trivial`` is one ``debug`` task; ``--role modules`` is three module tasks (``stat``, ``command``
@@ -48,7 +48,7 @@ from hybrid_operator.ansible.warm import inline
 from hybrid_operator.ansible.warm.executor import SERVER, START_TIMEOUT, WarmExecutor
 from hybrid_operator.kube.client import Kube
 from hybrid_operator.kube.owners import Owner
-from hybrid_operator.kube.proxy import ApiProxy
+from hybrid_operator.proxy.server import ApiProxy
 
 if not __package__:  # run as ``python bench/executors.py``: the repository root holds the ``bench`` package
     sys.path.append(str(Path(__file__).resolve().parent.parent))

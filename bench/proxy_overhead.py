@@ -1,6 +1,6 @@
 """What the runs' API proxy adds to one request: N GETs straight to the API server and N through the proxy.
 
-The proxy (``kube.proxy.ApiProxy``) runs in this process, as in the operator, with a run's token from
+The proxy (``proxy.server.ApiProxy``) runs in this process, as in the operator, with a run's token from
 ``kubeconfig_for``. Each proxied GET opens a new loopback connection, as a run's client does (the proxy
 answers ``Connection: close``); the proxy reaches the API server over the operator's pooled TLS
 connections. The direct GETs use that same pool, so the difference is what the proxy adds: the loopback
@@ -22,7 +22,7 @@ import time
 
 from hybrid_operator.kube.client import Kube
 from hybrid_operator.kube.owners import Owner
-from hybrid_operator.kube.proxy import ApiProxy
+from hybrid_operator.proxy.server import ApiProxy
 
 PATH = "/api/v1/namespaces/default"
 

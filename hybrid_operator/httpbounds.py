@@ -1,6 +1,6 @@
 """What every HTTP server of the operator bounds, so a slow or hostile client never holds one.
 
-Shared by the servers we run on ``http.server``: the runs' API proxy (``kube.proxy``), the probe and metrics
+Shared by the servers we run on ``http.server``: the runs' API proxy (``proxy.server``), the probe and metrics
 servers (``health``, with ``tlsserving`` and ``metricsauth`` in front of /metrics) and the role-metrics
 receiver (``receiving``). They build a ``BoundedServer`` with their ``Bounds`` and a handler derived from
 ``BoundedHandler``. A connection goes through two stages:
@@ -21,7 +21,7 @@ receiver (``receiving``). They build a ``BoundedServer`` with their ``Bounds`` a
 A client that goes away (reset, broken pipe, a timeout, a failed handshake) costs one debug line, never a
 traceback: that is the client's business, and 308 of them in one probe drowned the operator's log.
 
-A handler that switches protocols (the proxy's exec relay, ``kube.proxystreams``) takes the connection over
+A handler that switches protocols (the proxy's exec relay, ``proxy.streaming``) takes the connection over
 with ``detach``: from then on the server only counts it as served, and the handler bounds its life itself.
 
 Why not aiohttp: these bounds are all http.server lacked for our four small servers, they are ours now and
@@ -268,7 +268,7 @@ class BoundedHandler(BaseHTTPRequestHandler):
         """Hand the connection over to a handler that switched protocols: its socket, blocking with no
         timeout, and the bytes the client sent past the head (already read into this handler's buffer).
 
-        Whoever takes it bounds its life (``kube.proxystreams`` cuts it at a deadline); the server still
+        Whoever takes it bounds its life (``proxy.streaming`` cuts it at a deadline); the server still
         counts it as served until the handler returns, then closes it.
         """
         self._reader.detached = True

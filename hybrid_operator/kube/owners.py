@@ -2,7 +2,7 @@
 ``primary-resource`` annotations the run proxy writes into a child, and how a read object is recognised as
 a child again.
 
-Used by ``proxy`` on every create and every read of one object a run makes, and by ``reactor.dependents``,
+Used by ``proxy.server`` on every create and every read of one object a run makes, and by ``reactor.dependents``,
 which maps a child's events back to its owner through the same references and annotations.
 """
 

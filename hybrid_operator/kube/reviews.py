@@ -3,7 +3,7 @@
 Called by ``metricsauth`` for each scrape of a secured /metrics it has not decided recently; this is how
 controller-runtime's ``--metrics-require-rbac`` and kube-rbac-proxy check callers, so the ServiceAccount of
 the operator needs ``create`` on ``tokenreviews`` and ``subjectaccessreviews``
-(deploy/rbac/metrics_auth_role.yaml). ``proxyupgrades`` asks about the operator itself (``may_i``, a
+(deploy/rbac/metrics_auth_role.yaml). ``proxy.upgrading`` asks about the operator itself (``may_i``, a
 SelfSubjectAccessReview, which every authenticated identity may create) before it relays a run's exec.
 Errors stay ``ApiError``: the caller decides what a failed review means.
 """

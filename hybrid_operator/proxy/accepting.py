@@ -1,6 +1,6 @@
 """What the run proxy accepts from a connection, checked before anything is forwarded.
 
-Called by ``proxy`` for every request. The proxy listens on loopback, so any local process can talk to
+Called by ``server`` for every request. The proxy listens on loopback, so any local process can talk to
 it; whatever it sends must be answered with a status code, never a traceback, a hang or a request to a
 host of the sender's choosing. Only origin-form targets (``/api/...``) are taken: an absolute or
 ``@host:port`` target would make the forwarded URL point elsewhere. Headers must be ASCII, a body has an

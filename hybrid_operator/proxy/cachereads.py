@@ -1,6 +1,6 @@
 """Which reads of a run the proxy may answer from the operator's informer caches, and the answers.
 
-Called by ``proxy`` (with ``--proxy-cache-reads``) for every GET a run sends, before it is forwarded. The
+Called by ``server`` (with ``--proxy-cache-reads``) for every GET a run sends, before it is forwarded. The
 informers are the ones the operator keeps anyway: ``reactor.orchestration`` registers the watched kinds'
 (``Caches.add``), ``reactor.dependents`` those of the kinds runs created. Upstream's proxy answers reads of
 such kinds from its cache too; ours does so only when the answer is provably the cache's to give:

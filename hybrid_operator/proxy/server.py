@@ -11,9 +11,9 @@ ownerReference (controller) to the object when it lives in the owner's namespace
 the reactor can start a dependent watch.
 
 Requests are forwarded with the operator's own credentials through the shared connection pool, and time out
-after ``upstream_silence`` seconds without a byte from the API server. Long-lived ones are ``proxystreams``':
+after ``upstream_silence`` seconds without a byte from the API server. Long-lived ones are ``streaming``':
 watches and followed logs are relayed chunk by chunk with no silence timeout, exec, attach and port-forward
-are upgraded and relayed both ways by ``proxyupgrades``; a run holds a few at once, each for a bounded
+are upgraded and relayed both ways by ``upgrading``; a run holds a few at once, each for a bounded
 time, and all of them end with the run. With ``caches`` (``--proxy-cache-reads``), a GET the operator's
 informers can answer is answered from memory instead (``cachereads`` decides, including
 read-your-own-writes). Started by ``reactor.orchestration``; runs learn its address from the kubeconfig
@@ -38,10 +38,10 @@ from http.server import BaseHTTPRequestHandler
 import urllib3
 
 from hybrid_operator import httpbounds, metrics
-from hybrid_operator.kube import cachereads, proxyrequests, proxystreams, proxyupgrades
 from hybrid_operator.kube.client import ApiError, Kube
 from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.owners import Child, ChildHandler, Owner, inject_owner, owned_by_kind
+from hybrid_operator.proxy import accepting, cachereads, streaming, upgrading
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +84,12 @@ class ApiProxy:
         )
         self.socket_timeout = socket_timeout
         self.upstream_silence = upstream_silence  # seconds a plain request's answer may pause
-        self.streams = proxystreams.Streams(
+        self.streams = streaming.Streams(
             lambda token: self._owner_of(token) is not None,
             max_per_run=max_streams_per_run,
             max_seconds=max_stream_seconds,
         )
-        self.upgrades = proxyupgrades.Upgrades(kube, self.streams, silence=upstream_silence)
+        self.upgrades = upgrading.Upgrades(kube, self.streams, silence=upstream_silence)
         self._grants: dict[str, Owner] = {}  # token -> owner, for runs in progress only
         self._runs: dict[str, str] = {}  # run id -> token
         self.caches = caches
@@ -144,7 +144,7 @@ class ApiProxy:
 
     def _owner(self, authorization: str | None) -> tuple[Owner | None, cachereads.RunWrites | None, str]:
         """The run's owner (None: not a run's token), with caches what the run wrote, and the token."""
-        token = proxyrequests.bearer_token(authorization)
+        token = accepting.bearer_token(authorization)
         if token is None:
             return None, None, ""
         with self._lock:
@@ -159,12 +159,12 @@ class ApiProxy:
 
             def _handle(self) -> None:
                 try:
-                    path = proxyrequests.target(self.path)
+                    path = accepting.target(self.path)
                     owner, writes, token = proxy._owner(self.headers.get("Authorization"))
                     if owner is None:
-                        raise proxyrequests.BadRequest(401, "this proxy serves the operator's own Ansible runs only")
-                    length = proxyrequests.content_length(self.headers)
-                except proxyrequests.BadRequest as exc:
+                        raise accepting.BadRequest(401, "this proxy serves the operator's own Ansible runs only")
+                    length = accepting.content_length(self.headers)
+                except accepting.BadRequest as exc:
                     self.close_connection = True
                     self.send_error(exc.status, exc.message)
                     return
@@ -172,7 +172,7 @@ class ApiProxy:
                 # that never finish their head, or show no token, stay in the pending pool and its bounds.
                 if not self.admit(token):
                     return
-                upgrade = proxystreams.upgrade_of(path.partition("?")[0], self.headers)
+                upgrade = streaming.upgrade_of(path.partition("?")[0], self.headers)
                 if upgrade is not None:
                     proxy.upgrades.relay(self, token, path, upgrade)
                     return
@@ -233,10 +233,10 @@ class ApiProxy:
         if handler.command == "POST" and body:
             try:
                 body = self._on_create(path, owner, body)
-            except proxyrequests.BadRequest as exc:
+            except accepting.BadRequest as exc:
                 handler.send_error(exc.status, exc.message)
                 return
-        dropped = proxystreams.HOP_BY_HOP | {"authorization", "host"}
+        dropped = streaming.HOP_BY_HOP | {"authorization", "host"}
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in dropped}
         url_path = path + (f"?{query}" if query else "")
         auth: dict[str, str] = {}
@@ -246,7 +246,7 @@ class ApiProxy:
             headers["Content-Length"] = str(len(body))
         # A silent API server must not hold the run (and this thread): a plain answer may pause for
         # upstream_silence at most; a stream may be silent for good reason, and has the stream's bounds instead.
-        streamed = proxystreams.streamed(handler.command, target)
+        streamed = streaming.streamed(handler.command, target)
         try:
             with self.streams.open(token) if streamed else contextlib.nullcontext() as stream:
                 upstream = self.kube.api.rest_client.pool_manager.request(
@@ -260,10 +260,10 @@ class ApiProxy:
                     redirect=False,
                 )
                 if stream is not None:  # a cut ends the API server's side; the run's then ends cleanly
-                    self.streams.hold(stream, proxystreams.socket_of(upstream))
+                    self.streams.hold(stream, streaming.socket_of(upstream))
                 keep = read_one and upstream.status == 200
-                seen = proxystreams.relay(handler, upstream, keep=keep, limit=_MAX_INSPECTED, stream=stream)
-        except proxyrequests.BadRequest as exc:
+                seen = streaming.relay(handler, upstream, keep=keep, limit=_MAX_INSPECTED, stream=stream)
+        except accepting.BadRequest as exc:
             handler.send_error(exc.status, exc.message)
             return
         except urllib3.exceptions.HTTPError as exc:
@@ -298,7 +298,7 @@ class ApiProxy:
     def _on_create(self, path: str, owner: Owner, body: bytes) -> bytes:
         """The body to forward for a create: the owner written in, and the child's kind reported.
 
-        Raises ``proxyrequests.BadRequest`` (503) when discovery cannot say whether the kind is stored:
+        Raises ``accepting.BadRequest`` (503) when discovery cannot say whether the kind is stored:
         sending the object without its owner could leave it unowned and unwatched for good.
         """
         match = _COLLECTION.match(path)
@@ -316,7 +316,7 @@ class ApiProxy:
         except ApiError as exc:
             if exc.status == 404:
                 return body  # a kind the API server does not serve: it refuses the create itself
-            raise proxyrequests.BadRequest(503, f"cannot tell whether {gvk} objects are stored: {exc}") from exc
+            raise accepting.BadRequest(503, f"cannot tell whether {gvk} objects are stored: {exc}") from exc
         if not resource.persisted:
             # A review (SelfSubjectAccessReview, TokenReview...): a question in the shape of an object, never
             # stored, which the API server refuses any metadata; nothing to own and nothing to watch.

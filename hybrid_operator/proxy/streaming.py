@@ -2,7 +2,7 @@
 
 Where it sits: ``proxy.ApiProxy``'s handler checks a run's token and takes one of the runs' slots as for any
 request, then asks ``upgrade_of`` and ``streamed`` what the request is. A connection upgrade (exec, attach,
-port-forward) goes to ``proxyupgrades``; a streamed answer (``?watch=true``, a followed log) is relayed by
+port-forward) goes to ``upgrading``; a streamed answer (``?watch=true``, a followed log) is relayed by
 ``relay`` here as it arrives, chunk by chunk, with no silence timeout. Both hold a ``Stream`` of ``Streams``
 while they last, and register their sockets with it.
 
@@ -29,7 +29,7 @@ from urllib.parse import parse_qsl
 
 import urllib3
 
-from hybrid_operator.kube import proxyrequests
+from hybrid_operator.proxy import accepting
 
 HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-authorization"}
@@ -46,7 +46,7 @@ _TRUE = ("true", "1")
 _CHUNK = 16384
 
 
-class TooManyStreams(proxyrequests.BadRequest):
+class TooManyStreams(accepting.BadRequest):
     """The run holds as many streams as it may: answered 429, nothing forwarded."""
 
     def __init__(self, limit: int) -> None:
@@ -147,7 +147,7 @@ class Streams:
         when the run ended since its token was checked (its streams were cut, this one would outlive it)."""
         with self._changed:
             if not self._alive(key):
-                raise proxyrequests.BadRequest(401, "the run this token belonged to has ended")
+                raise accepting.BadRequest(401, "the run this token belonged to has ended")
             if sum(1 for s in self._live if s.key == key) >= self.max_per_run:
                 raise TooManyStreams(self.max_per_run)
             stream = Stream(key, time.monotonic() + self.max_seconds)

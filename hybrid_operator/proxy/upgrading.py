@@ -3,13 +3,13 @@
 SPDY/3.1 (older kubectl).
 
 Where it sits: ``proxy.ApiProxy``'s handler has checked the run's token and taken one of the runs' slots,
-and ``proxystreams.upgrade_of`` named the upgrade. ``Upgrades.relay`` then
+and ``streaming.upgrade_of`` named the upgrade. ``Upgrades.relay`` then
 
 1. asks the API server whether the operator may ``create`` that subresource (a SelfSubjectAccessReview),
    because that is what an exec is. An API server before 1.35 authorizes a WebSocket exec, which starts as
    a GET, as ``get``; asking for ``create`` keeps the least privilege whatever the server's version. What the
    operator may not do gets 403 here and never reaches the API server.
-2. takes a ``proxystreams.Stream`` of the run: a cap per run, a deadline, cut when the run ends;
+2. takes a ``streaming.Stream`` of the run: a cap per run, a deadline, cut when the run ends;
 3. opens a connection of its own to the API server, with the TLS settings and credentials of the operator's
    client (as every proxied request has), and sends the request with its upgrade headers;
 4. on ``101 Switching Protocols`` sends the 101 to the run and copies bytes both ways until either side
@@ -36,9 +36,10 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from hybrid_operator import httpbounds
-from hybrid_operator.kube import proxyrequests, reviews
+from hybrid_operator.kube import reviews
 from hybrid_operator.kube.client import ApiError, Kube
-from hybrid_operator.kube.proxystreams import HOP_BY_HOP, Streams, Upgrade
+from hybrid_operator.proxy import accepting
+from hybrid_operator.proxy.streaming import HOP_BY_HOP, Streams, Upgrade
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class Upgrades:
                 self._exchange(handler, upstream, target, head)
                 if stream.cut:
                     log.info("a run's %s of pod %s/%s was cut", upgrade.subresource, upgrade.namespace, upgrade.pod)
-        except proxyrequests.BadRequest as exc:
+        except accepting.BadRequest as exc:
             _refuse(handler, exc.status, exc.message)
         except UpstreamError as exc:
             _refuse(handler, 502, str(exc))
@@ -116,9 +117,9 @@ class Upgrades:
                 name=upgrade.pod,
             )
         except ApiError as exc:
-            raise proxyrequests.BadRequest(503, f"cannot tell whether the operator may do this: {exc}") from exc
+            raise accepting.BadRequest(503, f"cannot tell whether the operator may do this: {exc}") from exc
         if not allowed:
-            raise proxyrequests.BadRequest(
+            raise accepting.BadRequest(
                 403,
                 f'the operator may not "create" pods/{upgrade.subresource} in namespace {upgrade.namespace}: '
                 f"grant it in the operator's Role to let roles use it",
@@ -213,13 +214,13 @@ def _forwarded_head(handler: BaseHTTPRequestHandler, target: str, upgrade: Upgra
     """The request line and the client's headers as the API server gets them: hop-by-hop ones (and those
     ``Connection`` names) dropped, ``Connection: Upgrade`` and the protocol set. Refuses a body and any
     header that is no clean name and value, since these lines are written to the socket as they are."""
-    if proxyrequests.content_length(handler.headers):
-        raise proxyrequests.BadRequest(400, "an upgrade request carries no body")
+    if accepting.content_length(handler.headers):
+        raise accepting.BadRequest(400, "an upgrade request carries no body")
     named = {t.strip().lower() for v in handler.headers.get_all("Connection") or [] for t in str(v).split(",")}
     lines = [f"{handler.command} {target} HTTP/1.1"]
     for key, value in handler.headers.items():
         if not _TOKEN.fullmatch(key) or _BAD_VALUE.search(value):
-            raise proxyrequests.BadRequest(400, f"header {key[:40]!r} is not a clean HTTP header")
+            raise accepting.BadRequest(400, f"header {key[:40]!r} is not a clean HTTP header")
         if key.lower() not in _NOT_FORWARDED and key.lower() not in named:
             lines.append(f"{key}: {value}")
     lines += ["Connection: Upgrade", f"Upgrade: {upgrade.protocol}"]

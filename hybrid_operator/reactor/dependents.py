@@ -25,7 +25,6 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from hybrid_operator.kube.cachereads import Caches
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject
 from hybrid_operator.kube.objects import (
     GVK,
@@ -38,6 +37,7 @@ from hybrid_operator.kube.objects import (
 )
 from hybrid_operator.kube.owners import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Child
 from hybrid_operator.kube.watching import Informer
+from hybrid_operator.proxy.cachereads import Caches
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, Key, WorkQueue
 from hybrid_operator.settings.watches import Watch
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 from hybrid_operator import eventlog
 from hybrid_operator.errors import OperatorError
-from hybrid_operator.kube.cachereads import Caches
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 from hybrid_operator.kube.objects import uid_of
 from hybrid_operator.kube.watching import Informer
+from hybrid_operator.proxy.cachereads import Caches
 from hybrid_operator.reactor.filtering import event_priority, wants_reconcile
 from hybrid_operator.reactor.queueing import Key, WorkQueue
 from hybrid_operator.reactor.reconciling import KindContext

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from hybrid_operator import metrics
 from hybrid_operator.errors import OperatorError
-from hybrid_operator.kube.cachereads import Caches
 from hybrid_operator.kube.client import Kube
 from hybrid_operator.kube.leases import LeaderElector
+from hybrid_operator.proxy.cachereads import Caches
 from hybrid_operator.reactor.dependents import DependentWatches
 from hybrid_operator.reactor.kinds import Kinds
 from hybrid_operator.reactor.queueing import WorkQueue

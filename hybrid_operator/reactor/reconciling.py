@@ -48,7 +48,7 @@ from hybrid_operator.kube.objects import (
     uid_of,
 )
 from hybrid_operator.kube.owners import Owner
-from hybrid_operator.kube.proxy import ApiProxy
+from hybrid_operator.proxy.server import ApiProxy
 from hybrid_operator.reactor import admitting
 from hybrid_operator.reactor import status as status_mod
 from hybrid_operator.reactor.annotations import RunSettings

@@ -13,11 +13,11 @@ from typing import Any
 
 from hybrid_operator import eventlog
 from hybrid_operator.ansible.executors import Executor, build_executor
-from hybrid_operator.kube.cachereads import Caches
 from hybrid_operator.kube.client import Kube, KubeObject, Resource
 from hybrid_operator.kube.events import EventRecorder
 from hybrid_operator.kube.owners import Child
-from hybrid_operator.kube.proxy import ApiProxy
+from hybrid_operator.proxy.cachereads import Caches
+from hybrid_operator.proxy.server import ApiProxy
 from hybrid_operator.reactor.reconciling import KindContext, Reconciler
 from hybrid_operator.settings.config import Config
 from hybrid_operator.settings.watches import Watch

@@ -30,7 +30,7 @@ from kubernetes.stream import stream
 
 from hybrid_operator.kube.client import Kube
 from hybrid_operator.kube.owners import Owner
-from hybrid_operator.kube.proxy import ApiProxy
+from hybrid_operator.proxy.server import ApiProxy
 from tests.integration.conftest import (
     FIXTURES,
     Objects,

@@ -7,8 +7,9 @@ The rules, lowest floor first (README "How it works" shows the same picture):
     settings/ flags, watches.yaml                            base, and kube.objects (a watch names a GVK)
     ansible/  the only package that runs Ansible             base, kube.objects (a leaf), settings
     serving/  the HTTP we serve                              base, kube
+    proxy/    the runs' API proxy (an HTTP server)           base, kube
     project/  new / create api / generate crds               base, kube, settings, ansible
-    reactor/  the only package that joins kube and ansible   base, kube, settings, ansible, serving
+    reactor/  the only package that joins kube and ansible   base, kube, settings, ansible, serving, proxy
     cli                                                      anything but both kube and ansible
 
 Inside ``ansible/``, only ``executors`` (the one public entry) imports ``warm/``, and the reactor
@@ -143,8 +144,9 @@ MAY_IMPORT = {
     "settings": {*BASE, "kube.objects"},
     "ansible": {*BASE, "kube.objects", "settings"},
     "serving": {*BASE, "kube"},
+    "proxy": {*BASE, "kube"},
     "project": {*BASE, "kube", "settings", "ansible"},
-    "reactor": {*BASE, "kube", "settings", "ansible", "serving"},
+    "reactor": {*BASE, "kube", "settings", "ansible", "serving", "proxy"},
 }
 
 

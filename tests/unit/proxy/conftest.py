@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.unit.kube.test_proxy import Upstream
+from tests.unit.proxy.test_server import Upstream
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_operator.kube import cachereads
-from hybrid_operator.kube.cachereads import Caches, Location, RunWrites, cacheable, locate
 from hybrid_operator.kube.client import Kube, Resource
 from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.watching import Informer
+from hybrid_operator.proxy import cachereads
+from hybrid_operator.proxy.cachereads import Caches, Location, RunWrites, cacheable, locate
 
 DEPLOYMENTS = Resource(GVK("apps", "v1", "Deployment"), "deployments", True)
 NODES = Resource(GVK("", "v1", "Node"), "nodes", False)

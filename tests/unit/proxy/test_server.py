@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes import client as k8s_client
 
-from hybrid_operator.kube import proxyrequests
 from hybrid_operator.kube.client import Kube
 from hybrid_operator.kube.owners import Child, Owner
-from hybrid_operator.kube.proxy import ApiProxy
+from hybrid_operator.proxy import accepting
+from hybrid_operator.proxy.server import ApiProxy
 
 OWNER = Owner("cache.example.com/v1alpha1", "Memcached", "m", "ns", "uid-1")
 
@@ -243,8 +243,8 @@ def test_silent_connections_never_take_a_runs_slot(proxy: ApiProxy) -> None:
 @given(st.text(max_size=200))
 def test_target_parser_accepts_only_paths(text: str) -> None:
     try:
-        got = proxyrequests.target(text)
-    except proxyrequests.BadRequest as exc:
+        got = accepting.target(text)
+    except accepting.BadRequest as exc:
         assert exc.status == 400
         return
     assert got.startswith("/") and not got.startswith("//") and got.isascii() and "@" not in got.split("?")[0][:1]
@@ -259,17 +259,17 @@ def test_length_parser_raises_only_bad_request(pairs: list[tuple[str, str]]) -> 
     for key, value in pairs:
         message[key] = value
     try:
-        length = proxyrequests.content_length(message)
-    except proxyrequests.BadRequest as exc:
+        length = accepting.content_length(message)
+    except accepting.BadRequest as exc:
         assert exc.status in (400, 411, 413)
         return
-    assert 0 <= length <= proxyrequests.MAX_BODY
+    assert 0 <= length <= accepting.MAX_BODY
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.none(), st.text(max_size=200)))
 def test_token_parser_never_raises(header: str | None) -> None:
-    got = proxyrequests.bearer_token(header)
+    got = accepting.bearer_token(header)
     assert got is None or (got.isascii() and 16 <= len(got) <= 128)
 
 

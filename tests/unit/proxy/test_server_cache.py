@@ -10,13 +10,13 @@ import pytest
 from kubernetes import client as k8s_client
 
 from hybrid_operator import metrics
-from hybrid_operator.kube.cachereads import Caches
 from hybrid_operator.kube.client import Kube, Resource
 from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.owners import Owner
-from hybrid_operator.kube.proxy import ApiProxy
 from hybrid_operator.kube.watching import Informer
-from tests.unit.kube.test_proxy import Upstream, raw, status_of
+from hybrid_operator.proxy.cachereads import Caches
+from hybrid_operator.proxy.server import ApiProxy
+from tests.unit.proxy.test_server import Upstream, raw, status_of
 
 OWNER = Owner("samplecontroller.k8s.io/v1alpha1", "Foo", "f", "ns", "uid-1")
 DEPLOYMENTS = Resource(GVK("apps", "v1", "Deployment"), "deployments", True)

@@ -16,9 +16,9 @@ import pytest
 from kubernetes import client as k8s_client
 
 from hybrid_operator.kube.client import Kube
-from hybrid_operator.kube.proxy import ApiProxy
+from hybrid_operator.proxy.server import ApiProxy
 from tests.trickling import Tricklers, wait_for
-from tests.unit.kube.test_proxy import Upstream, raw, req, status_of, token
+from tests.unit.proxy.test_server import Upstream, raw, req, status_of, token
 
 
 def start(upstream: Upstream, **bounds: float) -> ApiProxy:

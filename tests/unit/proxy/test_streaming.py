@@ -2,7 +2,7 @@
 exec, attach and port-forward relayed both ways after the API server's 101, authorized as ``create`` on
 the subresource with the operator's credentials; refusals relayed as answers; forged or malformed upgrade
 requests served as plain HTTP or refused; watches and followed logs relayed as they come, past the
-silence timeout of plain requests. Bounds (caps, deadlines, the run's end) are in ``test_proxy_streams_bounds``.
+silence timeout of plain requests. Bounds (caps, deadlines, the run's end) are in ``test_streaming_bounds``.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes import client as k8s_client
 
-from hybrid_operator.kube import proxystreams, reviews
+from hybrid_operator.kube import reviews
 from hybrid_operator.kube.client import Kube
-from hybrid_operator.kube.proxy import ApiProxy
+from hybrid_operator.proxy import streaming
+from hybrid_operator.proxy.server import ApiProxy
 from tests.trickling import wait_for
-from tests.unit.kube.streamingapi import StreamingApi
-from tests.unit.kube.test_proxy import OWNER, status_of
+from tests.unit.proxy.streamingapi import StreamingApi
+from tests.unit.proxy.test_server import OWNER, status_of
 
 OPERATOR_TOKEN = "operator-credential-0123456789"
 EXEC = "/api/v1/namespaces/ns/pods/web-0/exec?command=sh&stdin=true&stdout=true"
@@ -357,6 +358,6 @@ def test_classifying_a_request_never_raises(path: str, pairs: list[tuple[str, st
     headers = Message()
     for key, value in pairs:
         headers[key] = value
-    found = proxystreams.upgrade_of(path, headers)
+    found = streaming.upgrade_of(path, headers)
     assert found is None or (found.subresource in ("exec", "attach", "portforward") and "%" not in found.pod)
-    assert proxystreams.streamed("GET", path) in (True, False)
+    assert streaming.streamed("GET", path) in (True, False)

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from hybrid_operator.kube import proxyrequests, proxystreams
-from hybrid_operator.kube.proxy import ApiProxy
+from hybrid_operator.proxy import accepting, streaming
+from hybrid_operator.proxy.server import ApiProxy
 from tests.trickling import Tricklers, wait_for
-from tests.unit.kube.streamingapi import StreamingApi
-from tests.unit.kube.test_proxy import status_of
-from tests.unit.kube.test_proxy_streams import EXEC, echo, port_of, send, start, token, upgrade
+from tests.unit.proxy.streamingapi import StreamingApi
+from tests.unit.proxy.test_server import status_of
+from tests.unit.proxy.test_streaming import EXEC, echo, port_of, send, start, token, upgrade
 
 
 @pytest.fixture
@@ -136,14 +136,14 @@ def test_every_stream_of_a_run_ends_with_the_run(api: StreamingApi) -> None:
 
 
 def test_a_stream_cannot_outlive_a_run_that_ended_after_its_token_was_checked() -> None:
-    streams = proxystreams.Streams(lambda key: False, max_per_run=4, max_seconds=60)
-    with pytest.raises(proxyrequests.BadRequest) as refused, streams.open("ended"):
+    streams = streaming.Streams(lambda key: False, max_per_run=4, max_seconds=60)
+    with pytest.raises(accepting.BadRequest) as refused, streams.open("ended"):
         pass
     assert refused.value.status == 401 and streams.count() == 0
 
 
 def test_a_socket_held_after_its_stream_was_cut_is_cut_at_once() -> None:
-    streams = proxystreams.Streams(lambda key: True, max_per_run=4, max_seconds=60)
+    streams = streaming.Streams(lambda key: True, max_per_run=4, max_seconds=60)
     left, right = socket.socketpair()
     with left, right, streams.open("run") as stream:
         streams.close_run("run")
