@@ -237,9 +237,10 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     a(
         "--proxy-stream-timeout",
         type=_duration,
-        default=None,
-        help="how long one exec, attach, port-forward, watch or followed log of a run may last through the "
-        "run proxy (default, or 0: --ansible-run-timeout); each one also ends with its run",
+        default=_duration("2m"),
+        help="how long one request of a run may last through the run proxy: an exec, attach, port-forward, "
+        "watch or followed log, or a plain request however slowly it is answered (at most "
+        "--ansible-run-timeout; 0: that); each one also ends with its run",
     )
     _switch(
         parser,
@@ -352,7 +353,7 @@ class Config:
     kubeconfig: str | None
     namespaces: tuple[str, ...]  # empty: all namespaces
     proxy_cache_reads: bool = False
-    proxy_stream_timeout: float = 600.0  # seconds; math.inf when neither it nor the run's timeout is set
+    proxy_stream_timeout: float = 120.0  # seconds; math.inf when neither it nor the run's timeout is set
     inventory: Path | None = None  # ANSIBLE_INVENTORY: copied into every run's input dir instead of localhost
     max_object_entries: int = 10_000  # entries a watched object may hold before it is refused and stubbed
 
@@ -389,7 +390,7 @@ class Config:
             max_artifacts_bytes=args.max_artifacts_size,
             inject_owner_ref=args.inject_owner_ref,
             proxy_cache_reads=args.proxy_cache_reads,
-            proxy_stream_timeout=args.proxy_stream_timeout or args.ansible_run_timeout or math.inf,
+            proxy_stream_timeout=min(args.proxy_stream_timeout or math.inf, args.ansible_run_timeout or math.inf),
             executor=args.executor,
             module_server=args.module_server,
             leader_elect=args.leader_elect,
