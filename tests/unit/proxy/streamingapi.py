@@ -6,7 +6,7 @@ switch protocols and echo, stream a watch or a log forever, answer slowly.
   with ``refusal`` set, that answer on a connection it keeps open, as a keep-alive server does;
 - a watch (``?watch=`` anything the real server takes for true) and ``.../log?follow=true``: a chunked
   answer, one chunk every ``every`` seconds, endless;
-- ``.../proxy/...`` (a pod's own server behind the API server): a plain answer trickling a byte every
+- ``.../services/slow:80/proxy/...`` (a pod's server behind the API server): a plain answer trickling a byte every
   ``every`` seconds, endless;
 - anything else: a small JSON answer after ``delay`` seconds.
 
@@ -107,7 +107,7 @@ class StreamingApi:
         if _streams(head.target):
             self._stream(conn)
             return False
-        if "/proxy/" in path:  # a pod's own server behind the proxy subresource: an answer that trickles
+        if "/services/slow:80/proxy/" in path:  # a pod's own server behind the proxy subresource, trickling
             self._trickle(conn)
             return False
         time.sleep(self.delay)
