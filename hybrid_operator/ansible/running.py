@@ -106,6 +106,14 @@ class ExecutorSettings:
     inventory: Path | None = None  # ANSIBLE_INVENTORY (a file or a directory); None: localhost, our Python
 
 
+RUNSITE = Path(__file__).resolve().parent / "runsite"  # its sitecustomize: see there
+
+
+def run_pythonpath() -> str:
+    """``PYTHONPATH`` for every process of a run: ``RUNSITE`` first, then the operator's own, if any."""
+    return os.pathsep.join(p for p in (str(RUNSITE), os.environ.get("PYTHONPATH", "")) if p)
+
+
 def ansible_environment(settings: ExecutorSettings) -> dict[str, str]:
     """Environment every run gets on top of the operator's own."""
     collections = [str(p) for p in settings.collections_paths]
@@ -118,6 +126,8 @@ def ansible_environment(settings: ExecutorSettings) -> dict[str, str]:
     env = {
         # ansible-runner looks ansible-playbook up on PATH: make it the one beside our Python.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        # Every interpreter of a run checks Kubernetes names before a URL is built from them (runsite).
+        "PYTHONPATH": run_pythonpath(),
         "ANSIBLE_COLLECTIONS_PATH": ":".join(collections),
         "ANSIBLE_RETRY_FILES_ENABLED": "false",
         "ANSIBLE_NOCOLOR": "true",
@@ -198,7 +208,7 @@ class RunSetup:
         if settings.module_server and module_server:
             # A short private path: Unix socket paths are limited to about 100 bytes.
             self.modules = ModuleServer(self.scratch.path)
-            self.modules.start()
+            self.modules.start({"PYTHONPATH": self.env["PYTHONPATH"]})
             self.python = str(self.modules.client)
 
     def close(self) -> None:

@@ -48,6 +48,7 @@ from hybrid_operator.kube.objects import (
     uid_of,
 )
 from hybrid_operator.kube.owners import Owner
+from hybrid_operator.proxy.confining import ANYWHERE, Reach
 from hybrid_operator.proxy.server import ApiProxy
 from hybrid_operator.reactor import admitting
 from hybrid_operator.reactor import status as status_mod
@@ -75,6 +76,7 @@ class KindContext:
     on_event: Callable[[dict[str, Any]], None] | None = None  # each run's events, as they arrive
     log_failed_output: bool = True  # log a failed run's task output (not under --ansible-log-events=nothing)
     max_entries: int = admitting.DEFAULT_MAX_ENTRIES  # --max-object-entries
+    confine_runs: bool = False  # --run-namespaces: a run reaches its object's namespace and runNamespaces only
 
 
 @dataclass(frozen=True)
@@ -230,7 +232,7 @@ class Reconciler:
             path = self._kubeconfigs / f"{run_id}.kubeconfig"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as handle:
-                handle.write(self.proxy.kubeconfig_for(Owner(**owner), run_id))
+                handle.write(self.proxy.kubeconfig_for(Owner(**owner), run_id, _reach(ctx, obj)))
             env["KUBECONFIG"] = env["K8S_AUTH_KUBECONFIG"] = str(path)
         return RunRequest(
             run_id=run_id,
@@ -345,6 +347,14 @@ class Reconciler:
     def _record_role_events(self, obj: KubeObject, result: RunResult) -> None:
         for event in result.events:
             self.recorder.record(obj, event.type, event.reason, event.message)
+
+
+def _reach(ctx: KindContext, obj: KubeObject) -> Reach:
+    """Where the run of ``obj`` may send requests: confined, its namespace and the watch's runNamespaces."""
+    if not ctx.confine_runs:
+        return ANYWHERE
+    own = {namespace_of(obj)} - {""}
+    return Reach(frozenset(own | ctx.watch.run_namespaces))
 
 
 def _resource_version(obj: KubeObject) -> int:

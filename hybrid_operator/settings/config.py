@@ -233,6 +233,14 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         help="entries (mapping items and list elements, at any depth) a watched object may hold; a larger one "
         "is refused with InvalidSpec and only a stub of it is kept in memory",
     )
+    a(
+        "--run-namespaces",
+        choices=("auto", "own", "any"),
+        default=env("HYBRID_OPERATOR_RUN_NAMESPACES", "auto"),
+        help="where a run's API requests may go through the run proxy: own (its object's namespace, the "
+        "watch's runNamespaces and cluster-scoped kinds), any (as operator-sdk), or auto (default: own when "
+        "WATCH_NAMESPACE lists several namespaces, any otherwise); multi-tenant installs: own",
+    )
     _switch(parser, "--inject-owner-ref", True, "give children the role creates an ownerReference")
     a(
         "--proxy-stream-timeout",
@@ -356,6 +364,7 @@ class Config:
     proxy_stream_timeout: float = 120.0  # seconds; math.inf when neither it nor the run's timeout is set
     inventory: Path | None = None  # ANSIBLE_INVENTORY: copied into every run's input dir instead of localhost
     max_object_entries: int = 10_000  # entries a watched object may hold before it is refused and stubbed
+    confine_runs: bool = False  # --run-namespaces resolved: each run may reach its object's namespace only
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Config:
@@ -411,6 +420,7 @@ class Config:
             namespaces=namespaces,
             inventory=_inventory(env),
             max_object_entries=args.max_object_entries,
+            confine_runs=args.run_namespaces == "own" or (args.run_namespaces == "auto" and len(namespaces) > 1),
         )
 
     def per_kind(self, prefix: str, gvk: GVK, default: int, env: Mapping[str, str] | None = None) -> int:

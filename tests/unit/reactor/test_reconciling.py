@@ -8,6 +8,7 @@ afterwards (status, finalizers), the Events recorded, whether a run happened and
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import stat
@@ -26,6 +27,7 @@ from hybrid_operator.kube.client import ApiError, KubeObject, Resource
 from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.owners import Owner
 from hybrid_operator.kube.patching import merge_patch
+from hybrid_operator.proxy.confining import ANYWHERE, Reach
 from hybrid_operator.reactor import reconciling
 from hybrid_operator.reactor.annotations import RECONCILE_PERIOD
 from hybrid_operator.reactor.queueing import Key
@@ -146,10 +148,12 @@ class FakeExecutor:
 class FakeProxy:
     def __init__(self) -> None:
         self.granted: dict[str, Owner] = {}
+        self.reach: dict[str, Reach] = {}
         self.revoked: list[str] = []
 
-    def kubeconfig_for(self, owner: Owner, run_id: str) -> str:
+    def kubeconfig_for(self, owner: Owner, run_id: str, reach: Reach = ANYWHERE) -> str:
         self.granted[run_id] = owner
+        self.reach[run_id] = reach
         return f"token-for-{run_id}"
 
     def revoke(self, run_id: str) -> None:
@@ -584,6 +588,27 @@ def test_each_run_gets_a_private_kubeconfig_revoked_and_removed_when_it_ends(wor
     assert modes == [0o600]
     assert proxy.granted[request.run_id] == Owner("cache.example.com/v1alpha1", "Memcached", "mc", "ns", "uid-1")
     assert proxy.revoked == [request.run_id]
+
+
+@pytest.mark.parametrize(
+    ("confine", "extra", "reach"),
+    [(False, frozenset(), ANYWHERE), (True, frozenset(), Reach(frozenset({"ns"}))), (True, {"ops"}, None)],
+)
+def test_a_run_reaches_what_run_namespaces_says(
+    world: World, confine: bool, extra: frozenset[str], reach: Reach | None
+) -> None:
+    proxy = FakeProxy()
+    reconciler = Reconciler(world.kube, world.executor, world.recorder, proxy)  # type: ignore[arg-type]
+    world.kube.put(cr())
+    ctx = dataclasses.replace(
+        world.ctx(dataclasses.replace(watch(), run_namespaces=frozenset(extra))), confine_runs=confine
+    )
+    try:
+        reconciler.reconcile(KEY, ctx)
+    finally:
+        reconciler.close()
+    [request] = world.executor.requests
+    assert proxy.reach[request.run_id] == (reach or Reach(frozenset({"ns", "ops"})))
 
 
 def test_a_crashed_run_still_revokes_its_token_and_removes_its_kubeconfig(world: World) -> None:

@@ -1,0 +1,144 @@
+"""One tenant against the others, on the real test bed: the attacks of the isolation issue, replayed.
+
+The operator watches two tenants' namespaces (``WATCH_NAMESPACE=a,b``) with deploy/'s default flags; the
+attacker's only right is to create and update ``Tenant`` objects in namespace a (a ServiceAccount of its
+own, its token sent by the tests). The role is written as real roles are (``fixtures/projects/tenant``):
+it reads a ConfigMap the spec names, in the object's own namespace; polls as often as the spec asks; and
+echoes spec fields. Each attack is tried on both executors where the executor matters; what the other
+tenant owns (a Secret's password, a marker) must never show up, and the other tenant's work goes on.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.integration.conftest import FIXTURES, Objects, OperatorProcess, condition, service_account_token, wait_until
+
+pytestmark = pytest.mark.integration
+GROUP, VERSION, PLURAL = "test.hybrid-operator.dev", "v1", "tenants"
+WATCHES = FIXTURES / "projects" / "tenant" / "watches.yaml"
+PASSWORD = "s3cret-" + uuid.uuid4().hex  # namespace b's Secret: must never show up anywhere in a
+
+
+def tenant_obj(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Tenant", "metadata": {"name": name}, "spec": spec}
+
+
+@pytest.fixture
+def other(api: client.ApiClient) -> Iterator[str]:
+    """Namespace b: another tenant's, watched by the same operator, with a Secret worth stealing."""
+    name = f"b-{uuid.uuid4().hex[:8]}"
+    core = client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": name}})
+    secret = {"metadata": {"name": "db-creds"}, "data": {"password": base64.b64encode(PASSWORD.encode()).decode()}}
+    core.create_namespaced_secret(name, secret)
+    yield name
+    core.delete_namespace(name, propagation_policy="Background")
+
+
+@pytest.fixture
+def attacker(api: client.ApiClient, namespace: str) -> Objects:
+    """The tenant of namespace a: may create, update and read Tenants there, nothing else."""
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "tenant"}})
+    rule = {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["create", "update", "patch", "get", "list"]}
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "tenant"}, "rules": [rule]})
+    binding = {
+        "metadata": {"name": "tenant"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
+        "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": namespace}],
+    }
+    rbac.create_namespaced_role_binding(namespace, binding)
+    config = client.Configuration()
+    config.host = api.configuration.host
+    config.ssl_ca_cert = api.configuration.ssl_ca_cert
+    config.api_key = {"authorization": "Bearer " + service_account_token(api, namespace, "tenant")}
+    return Objects(client.ApiClient(config), namespace)
+
+
+@pytest.fixture
+def tenants(
+    operator: Callable[..., OperatorProcess], crds: None, namespace: str, other: str
+) -> Callable[..., OperatorProcess]:
+    """The operator on both tenants' namespaces: ``tenants("--executor", "runner")``."""
+    return lambda *args: operator(WATCHES, *args, env={"WATCH_NAMESPACE": f"{namespace},{other}"})
+
+
+def verdict(objects: Objects, name: str, timeout: float = 90) -> dict[str, Any]:
+    """The object once it succeeded or failed."""
+
+    def settled() -> dict[str, Any] | None:
+        obj = objects.get(GROUP, VERSION, PLURAL, name)
+        done = any((condition(obj, t) or {}).get("status") == "True" for t in ("Successful", "Failure"))
+        return obj if done else None
+
+    return dict(wait_until(settled, timeout, f"{name} succeeded or failed"))
+
+
+def no_secret_anywhere(objects: Objects, op: OperatorProcess, *names: str) -> None:
+    """Namespace b's password is in no status, no Event and no line of the operator's log."""
+    for name in names:
+        assert PASSWORD not in str(objects.get(GROUP, VERSION, PLURAL, name)), name
+        assert all(PASSWORD not in (e.message or "") for e in objects.events(name)), name
+    assert PASSWORD not in op.log()
+
+
+EXECUTORS = pytest.mark.parametrize("executor", ["warm", "runner"])
+
+
+@EXECUTORS
+def test_a_name_from_the_spec_cannot_read_another_namespaces_secret(
+    executor: str,
+    tenants: Callable[..., OperatorProcess],
+    attacker: Objects,
+    objects: Objects,
+    namespace: str,
+) -> None:
+    objects.core.create_namespaced_config_map(namespace, {"metadata": {"name": "app"}, "data": {"mode": "fast"}})
+    op = tenants("--executor", executor)
+    attacker.create(GROUP, VERSION, PLURAL, tenant_obj("steal", settingsFrom="../../b/secrets/db-creds"))
+    attacker.create(GROUP, VERSION, PLURAL, tenant_obj("honest", settingsFrom="app"))
+
+    stolen = verdict(objects, "steal")
+    failed = condition(stolen, "Failure")
+    assert failed is not None and failed["status"] == "True", stolen.get("status")
+    assert "refused by hybrid-operator: the name '../../b/secrets/db-creds'" in failed["message"]
+    assert "settings" not in stolen["status"]
+    honest = verdict(objects, "honest")
+    assert (condition(honest, "Successful") or {}).get("status") == "True"
+    assert [s["data"] for s in honest["status"]["settings"]] == [{"mode": "fast"}]
+    no_secret_anywhere(objects, op, "steal", "honest")
+
+
+@EXECUTORS
+def test_a_name_that_would_make_a_watch_fails_at_once_and_holds_no_worker(
+    executor: str,
+    tenants: Callable[..., OperatorProcess],
+    attacker: Objects,
+    objects: Objects,
+    namespace: str,
+    other: str,
+) -> None:
+    """``...?watch=true`` as a name made the module's GET a watch that held the run for 10 minutes; two such
+    objects held both workers, and namespace b's new object was not reconciled after 82 s."""
+    op = tenants("--executor", executor)
+    stall = f"../../../../../apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}?watch=true"
+    started = time.monotonic()
+    for i in range(2):
+        attacker.create(GROUP, VERSION, PLURAL, tenant_obj(f"stall-{i}", settingsFrom=stall))
+    Objects(objects.api, other).create(GROUP, VERSION, PLURAL, tenant_obj("neighbour", message="hi"))
+    neighbour = verdict(Objects(objects.api, other), "neighbour", timeout=60)
+    assert (condition(neighbour, "Successful") or {}).get("status") == "True"
+    for i in range(2):
+        failed = condition(verdict(objects, f"stall-{i}", timeout=60), "Failure")
+        assert failed is not None and "refused by hybrid-operator" in failed["message"]
+        assert "'?'" in failed["message"] or "'/'" in failed["message"]
+    assert time.monotonic() - started < 60  # failed at once: not held until the 10-minute run timeout
+    assert "Traceback" not in op.log()
