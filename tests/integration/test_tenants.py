@@ -142,3 +142,24 @@ def test_a_name_that_would_make_a_watch_fails_at_once_and_holds_no_worker(
         assert "'?'" in failed["message"] or "'/'" in failed["message"]
     assert time.monotonic() - started < 60  # failed at once: not held until the 10-minute run timeout
     assert "Traceback" not in op.log()
+
+
+def test_runs_that_hang_in_one_namespace_do_not_hold_every_worker(
+    tenants: Callable[..., OperatorProcess], attacker: Objects, objects: Objects, other: str
+) -> None:
+    """Two objects whose runs hang take both workers (2); the other tenant's new object runs on a spare
+    lane once they have hung for 10 s, instead of waiting for the 10-minute run timeout."""
+    op = tenants("--max-concurrent-reconciles", "2")
+    for i in range(3):
+        attacker.create(GROUP, VERSION, PLURAL, tenant_obj(f"hang-{i}", hangSeconds=300))
+    wait_until(lambda: op.log().count("Take as long as the spec asks") >= 2 or "hang" in op.log(), 30, "hanging")
+    time.sleep(2)
+    created = time.monotonic()
+    neighbours = Objects(objects.api, other)
+    neighbours.create(GROUP, VERSION, PLURAL, tenant_obj("neighbour", message="hi"))
+    done = verdict(neighbours, "neighbour", timeout=60)
+    took = time.monotonic() - created
+    assert (condition(done, "Successful") or {}).get("status") == "True"
+    assert took < 30, took  # 10 s of stall, then one run
+    hung = [objects.get(GROUP, VERSION, PLURAL, f"hang-{i}") for i in range(3)]
+    assert not any(condition(h, "Successful") for h in hung)  # still hanging: nothing was cut short
