@@ -32,6 +32,7 @@ from hybrid_operator.ansible.artifacts import ArtifactStore
 from hybrid_operator.ansible.modserver import SOCKET_PATH_MAX, ModuleServer
 from hybrid_operator.ansible.privatedirs import TempDir, ensure_private_dir, write_private_file
 from hybrid_operator.ansible.results import EventCollector, RunResult
+from hybrid_operator.ansible.runsite import sitecustomize
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,7 @@ class ExecutorSettings:
     collections_paths: tuple[Path, ...] = ()
     module_server: bool = True  # run modules in forks of a warm process (modserver) instead of new interpreters
     inventory: Path | None = None  # ANSIBLE_INVENTORY (a file or a directory); None: localhost, our Python
+    run_memory: int = 0  # bytes each process of a run may grow by (RLIMIT_DATA, see runsite); 0: unbounded
 
 
 RUNSITE = Path(__file__).resolve().parent / "runsite"  # its sitecustomize: see there
@@ -136,6 +138,8 @@ def ansible_environment(settings: ExecutorSettings) -> dict[str, str]:
         "ANSIBLE_LOCALHOST_WARNING": "false",
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
     }
+    if settings.run_memory > 0:
+        env[sitecustomize.MEMORY_ENV] = str(settings.run_memory)
     roles = [str(p) for p in settings.roles_paths]
     if os.environ.get("ANSIBLE_ROLES_PATH"):
         roles.append(os.environ["ANSIBLE_ROLES_PATH"])

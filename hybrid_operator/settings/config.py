@@ -215,6 +215,13 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         help="a run longer than this is killed",
     )
     a(
+        "--ansible-run-memory",
+        type=_size,
+        default=_size("512Mi"),
+        help="how much memory each process of a run may take on top of what it starts with; past it the "
+        "run fails (RunOutOfMemory) and the operator goes on (0: unbounded)",
+    )
+    a(
         "--runner-artifacts-dir",
         default=str(default_artifacts_dir()),
         help="where each run's private data dir and artifacts live: a directory of this user's with mode 0700 "
@@ -364,6 +371,7 @@ class Config:
     proxy_stream_timeout: float = 120.0  # seconds; math.inf when neither it nor the run's timeout is set
     inventory: Path | None = None  # ANSIBLE_INVENTORY: copied into every run's input dir instead of localhost
     max_object_entries: int = 10_000  # entries a watched object may hold before it is refused and stubbed
+    run_memory: int = 512 << 20  # bytes each process of a run may grow by; 0: unbounded
     confine_runs: bool = False  # --run-namespaces resolved: each run may reach its object's namespace only
 
     @classmethod
@@ -420,6 +428,7 @@ class Config:
             namespaces=namespaces,
             inventory=_inventory(env),
             max_object_entries=args.max_object_entries,
+            run_memory=args.ansible_run_memory,
             confine_runs=args.run_namespaces == "own" or (args.run_namespaces == "auto" and len(namespaces) > 1),
         )
 

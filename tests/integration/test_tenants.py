@@ -11,9 +11,13 @@ tenant owns (a Secret's password, a marker) must never show up, and the other te
 from __future__ import annotations
 
 import base64
+import contextlib
+import os
+import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -163,3 +167,83 @@ def test_runs_that_hang_in_one_namespace_do_not_hold_every_worker(
     assert took < 30, took  # 10 s of stall, then one run
     hung = [objects.get(GROUP, VERSION, PLURAL, f"hang-{i}") for i in range(3)]
     assert not any(condition(h, "Successful") for h in hung)  # still hanging: nothing was cut short
+
+
+# -- memory: a real limit, as a pod's ------------------------------------------------------------------
+
+
+class MemoryCgroup:
+    """A memory cgroup of the kernel's (v1 ``memory`` or v2), limited as deploy/ limits the operator's pod."""
+
+    def __init__(self, limit: int) -> None:
+        v1 = Path("/sys/fs/cgroup/memory")
+        self.v1 = v1.is_dir()
+        base = v1 if self.v1 else Path("/sys/fs/cgroup")
+        self.path = base / f"hybrid-operator-test-{uuid.uuid4().hex[:8]}"
+        self.path.mkdir()
+        (self.path / ("memory.limit_in_bytes" if self.v1 else "memory.max")).write_text(str(limit))
+
+    def wrapper(self) -> tuple[str, ...]:
+        """A command that joins the cgroup, then execs the operator: every process it starts is in it too."""
+        return ("sh", "-c", f'echo $$ > {self.path / "cgroup.procs"} && exec "$@"', "sh")
+
+    def oom_kills(self) -> int:
+        text = (self.path / ("memory.oom_control" if self.v1 else "memory.events")).read_text()
+        return int(next((line.split()[1] for line in text.splitlines() if line.startswith("oom_kill ")), "0"))
+
+    def remove(self) -> None:
+        for pid in (self.path / "cgroup.procs").read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        wait_until(lambda: not (self.path / "cgroup.procs").read_text().split(), 10, "cgroup emptied")
+        self.path.rmdir()
+
+
+@pytest.fixture
+def pod_memory() -> Iterator[MemoryCgroup]:
+    try:
+        cgroup = MemoryCgroup(1 << 30)  # deploy/manager/manager.yaml's limit
+    except OSError as exc:
+        pytest.fail(f"this test needs a writable memory cgroup (root, as CI runs): {exc}")
+    yield cgroup
+    cgroup.remove()
+
+
+def rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) / 1024
+
+
+def test_huge_objects_and_a_run_that_eats_memory_leave_the_operator_alive_under_a_pods_limit(
+    operator: Callable[..., OperatorProcess],
+    crds: None,
+    attacker: Objects,
+    objects: Objects,
+    namespace: str,
+    other: str,
+    pod_memory: MemoryCgroup,
+) -> None:
+    """Eight objects of 140,000 list entries (1.12 MB each, which the API server accepts) once grew the
+    operator by ~55 MiB each and OOM-killed it under deploy/'s 1 GiB: a crash loop for every tenant. Now
+    they are refused and kept as stubs; a run asked to lay out 100 million slots fails on its own memory
+    bound; the operator is never killed and the other tenant is served."""
+    deploy_flags = ("--max-concurrent-reconciles=2", "--ansible-run-memory=192Mi")  # as deploy/ runs it
+    op = operator(WATCHES, *deploy_flags, env={"WATCH_NAMESPACE": f"{namespace},{other}"}, wrapper=pod_memory.wrapper())
+    before = rss_mib(op.proc.pid)
+    huge = [{"a": 1}] * 140_000
+    for i in range(8):
+        attacker.create(GROUP, VERSION, PLURAL, tenant_obj(f"huge-{i}", entries=huge))
+    attacker.create(GROUP, VERSION, PLURAL, tenant_obj("greedy", expand=100_000_000))
+    for i in range(8):
+        refused = condition(verdict(objects, f"huge-{i}", timeout=120), "Failure")
+        assert refused is not None and refused["reason"] == "InvalidSpec"
+        assert "more than the 10000 the operator takes" in refused["message"] and "140" in refused["message"]
+    greedy = condition(verdict(objects, "greedy", timeout=120), "Failure")
+    assert greedy is not None and greedy["status"] == "True"
+    neighbours = Objects(objects.api, other)
+    neighbours.create(GROUP, VERSION, PLURAL, tenant_obj("neighbour", message="still served"))
+    assert (condition(verdict(neighbours, "neighbour", timeout=60), "Successful") or {}).get("status") == "True"
+    grown = rss_mib(op.proc.pid) - before
+    assert op.proc.poll() is None and pod_memory.oom_kills() == 0
+    assert grown < 100, f"the operator grew by {grown:.0f} MiB"
+    print(f"operator RSS {before:.0f} MiB -> +{grown:.0f} MiB with 8 huge objects and a greedy run")

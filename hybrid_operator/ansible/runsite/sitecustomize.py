@@ -24,6 +24,11 @@ wrapped:
 
 A refused name raises ``ValueError`` naming it: the module fails, the run fails with that message, and no
 request is made. Another ``sitecustomize`` later on the path is still run.
+
+It also bounds the process's memory when the run's environment says how much it may grow
+(``MEMORY_ENV``, from ``--ansible-run-memory``): ``RLIMIT_DATA`` at what the process holds now plus that
+budget, so a run that would take the pod's memory fails with ``MemoryError`` instead, and the operator
+lives. ``forking.enter`` does the same for every warm fork (a run, a module), each from its own size.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
+MEMORY_ENV = "HYBRID_OPERATOR_RUN_MEMORY"  # bytes a process of a run may grow by (RLIMIT_DATA)
 MARK = "_hybrid_operator_names_checked"  # set on what was wrapped, and on ``sys`` once installed
 _ODD = re.compile(r"[/%?#\s\x00-\x1f\x7f]")
 _PATH_ODD = re.compile(r"[?#\s\x00-\x1f\x7f]|%2[eEfF]")
@@ -174,6 +180,48 @@ def install() -> None:
             patch(module)
 
 
+def data_size() -> int:
+    """What this process holds now as RLIMIT_DATA counts it (``VmData`` of /proc/self/status), in bytes."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def bound_memory(budget: str | None = None) -> int | None:
+    """Limit this process to growing by ``budget`` bytes (``MEMORY_ENV`` by default) from what it holds
+    now; the limit set (never above one already set), or None when there is no budget or no way to."""
+    raw = os.environ.get(MEMORY_ENV, "") if budget is None else budget
+    try:
+        import resource
+
+        grow = int(raw)
+    except (ImportError, ValueError):
+        return None
+    size = data_size()
+    if grow <= 0 or size <= 0:
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = min(x for x in (size + grow, soft, hard) if x != resource.RLIM_INFINITY)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+    return limit
+
+
+def unbound_memory() -> None:
+    """Lift this process's own bound (the zygote and the module server: each fork is bounded instead)."""
+    try:
+        import resource
+
+        _soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        resource.setrlimit(resource.RLIMIT_DATA, (hard, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
 def _run_next_sitecustomize() -> None:
     """The ``sitecustomize`` this one shadows (a distribution's, a virtualenv's), run as it would have been."""
     here = os.path.dirname(os.path.abspath(__file__))
@@ -185,8 +233,9 @@ def _run_next_sitecustomize() -> None:
     spec.loader.exec_module(module)
 
 
-install()
-if __name__ == "sitecustomize":
+if __name__ == "sitecustomize":  # as Python's site runs it; imported by name (``forking``), it does nothing
+    install()
+    bound_memory()
     try:
         _run_next_sitecustomize()
     except Exception as exc:  # as site.py does for a failing sitecustomize: say so, go on
