@@ -11,7 +11,9 @@ module finds the ones a role's text shows, one ``Finding`` per place, each namin
 2. a template that now renders a number where the API wants a string (a ConfigMap's ``data``, a
    Secret's ``stringData``, labels, annotations, an env var's ``value``, in a ``k8s`` task's
    definition), and a ``+`` between a string and a number anywhere;
-3. a template inside a conditional.
+3. a template inside a conditional;
+4. (not a porting pitfall, but one ``check`` is the place for) a ``register`` or ``set_fact`` name a spec key
+   could take: extra vars beat both, so a custom resource could replace a task's result with its own value.
 
 What the text does not say is not guessed: a variable from the custom resource's spec, or one whose
 definition is itself unknown, is never warned about (``jinjakinds.Kind.UNKNOWN``). Files are read with
@@ -48,7 +50,8 @@ class Pitfall:
 CONDITIONAL = Pitfall("A conditional must be a boolean", "1-a-conditional-must-be-a-boolean")
 NUMBERS = Pitfall("Numbers stay numbers", "2-numbers-stay-numbers")
 TEMPLATED_CONDITIONAL = Pitfall("No templates inside conditionals", "3-no-templates-inside-conditionals")
-PITFALLS = (CONDITIONAL, NUMBERS, TEMPLATED_CONDITIONAL)
+SHADOWED = Pitfall("A spec key beats a registered variable", "5-a-spec-key-beats-a-registered-variable")
+PITFALLS = (CONDITIONAL, NUMBERS, TEMPLATED_CONDITIONAL, SHADOWED)
 
 
 @dataclass(frozen=True, order=True)
@@ -122,6 +125,7 @@ def check(scope: Scope, shown: Path | None = None) -> list[Finding]:
         checker.tasks(_tasks(documents[path]), path)
     for path in playbooks:
         checker.tasks(_play_tasks(documents[path], None, path), path)
+    checker.shadowable()
     return sorted(set(checker.findings))
 
 
@@ -130,6 +134,7 @@ class _Checker:
         self.shown = shown
         self.known: dict[str, Kind] = {}
         self.defined: dict[str, str] = {}  # name -> file:line of its first definition
+        self.results: dict[str, tuple[Path, int, str]] = {}  # register / set_fact name -> where, and which
         self.findings: list[Finding] = []
 
     def read(self, path: Path) -> Node | None:
@@ -171,9 +176,14 @@ class _Checker:
             self.variables(fields.get("vars"), path)
             for action in _SET_FACT & fields.keys():
                 self.variables(fields[action], path)
+                for name, value in _pairs(fields[action]):
+                    if name != "cacheable":
+                        self.results.setdefault(name, (path, value.start_mark.line + 1, "set_fact"))
             register = fields.get("register")
-            if isinstance(register, ScalarNode) and register.value not in self.known:
-                self.define(register.value, Kind.RESULT, f"{self._name(path)}:{register.start_mark.line + 1}")
+            if isinstance(register, ScalarNode):
+                self.results.setdefault(register.value, (path, register.start_mark.line + 1, "register"))
+                if register.value not in self.known:
+                    self.define(register.value, Kind.RESULT, f"{self._name(path)}:{register.start_mark.line + 1}")
 
     def tasks(self, tasks: Iterable[tuple[Node, Mapping[str, Node]]], path: Path) -> None:
         for _task, fields in tasks:
@@ -245,6 +255,19 @@ class _Checker:
                         " join with `~`, or convert with `| string` / `| int`"
                     )
                     self.add(path, scalar.start_mark.line + 1, message, NUMBERS)
+
+    def shadowable(self) -> None:
+        """Every ``register`` and ``set_fact`` name a spec key could take: extra vars beat both, so a custom
+        resource with that key (``result``, or ``Result`` snake-cased) would hand the role its own value
+        where the task's result belongs. Names starting with ``_`` are safe: admission refuses such keys."""
+        for name, (path, line, how) in sorted(self.results.items()):
+            if name.startswith("_") or not name.isidentifier():
+                continue
+            message = (
+                f"{how} {name!r}: a spec key {name!r} would override it (extra vars beat {how}), handing the role "
+                f"the resource's value instead; name it with a leading '_' (e.g. '_{name}'), which no spec key may take"
+            )
+            self.add(path, line, message, SHADOWED)
 
     def add(self, path: Path, line: int, message: str, pitfall: Pitfall) -> None:
         self.findings.append(Finding(self._name(path), line, message, pitfall))
