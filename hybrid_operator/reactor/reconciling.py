@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import secrets
 import threading
 from collections.abc import Callable, Mapping
@@ -59,8 +58,6 @@ from hybrid_operator.settings.watches import Watch
 log = logging.getLogger(__name__)
 
 MIN_REQUEUE = 1.0  # seconds: the least requeue_after a role gets, as the reconcile-period annotation's floor
-REASON_TIMED_OUT = "RunTimedOut"  # the failure reason a run stopped at --run-timeout counts under
-_LABEL_REASON = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
 OWNER_ENV = "HYBRID_OPERATOR_OWNER"  # tells the hybrid_operator.util plugins which object this run is for
 
 
@@ -158,9 +155,8 @@ class Reconciler:
         request = self._request(ctx, obj, deleting, settings)
         with logs.bind(run_id=request.run_id):
             result = self._run(key, request, show_output=ctx.log_failed_output)
-        generation = generation_of(obj)
-        patch = status_mod.final_status(obj, result, manage_status=ctx.watch.manage_status, generation=generation)
-        return Rehearsal(result, patch)
+        verdict = status_mod.verdict(obj, result, manage_status=ctx.watch.manage_status)
+        return Rehearsal(result, verdict.status(obj))
 
     def _admit(self, ctx: KindContext, obj: KubeObject) -> RunSettings:
         watch = ctx.watch
@@ -256,29 +252,24 @@ class Reconciler:
         self, key: Key, ctx: KindContext, before: KubeObject, result: RunResult, deleting: bool, period: float
     ) -> Outcome:
         watch = ctx.watch
+        verdict = status_mod.verdict(before, result, manage_status=watch.manage_status)
         fresh = self._fresh(ctx, before)
         if fresh is None:
             # Deleted while we ran: nothing left to report.
-            return Outcome(succeeded=result.succeeded, reason=_failure_reason(result))
-        if deleting and result.succeeded and watch.finalizer is not None:
+            return Outcome(succeeded=verdict.succeeded, reason=verdict.metric_reason)
+        if deleting and verdict.succeeded and watch.finalizer is not None:
             self._record_role_events(fresh, result)
             patching.remove_finalizer(self.kube, ctx.resource, fresh, watch.finalizer.name)
             return Outcome(succeeded=True)
-        seen = generation_of(before)
-
-        def final(cur: KubeObject) -> dict[str, Any]:
-            return status_mod.final_status(cur, result, manage_status=watch.manage_status, generation=seen)
-
-        written = self._write_status(ctx, fresh, final)
+        written = self._write_status(ctx, fresh, verdict.status)
         with self._written_lock:
             if written is not None:
                 self._written[key] = written
         self._record_role_events(fresh, result)
-        if not result.succeeded:
-            reason = status_mod.failure_reason(result)
-            self.recorder.record(fresh, "Warning", reason, status_mod.failure_text(result))
-            return Outcome(succeeded=False, retry=True, reason=_failure_reason(result))
-        if status_mod.last_failed(before):
+        if not verdict.succeeded:
+            self.recorder.record(fresh, "Warning", verdict.reason, verdict.text)
+            return Outcome(succeeded=False, retry=True, reason=verdict.metric_reason)
+        if verdict.recovered:
             self.recorder.record(fresh, "Normal", "Recovered", "Reconciliation succeeded after earlier failures")
         started_deleting = not deleting and is_deleting(fresh)
         if started_deleting and watch.finalizer is not None:
@@ -408,17 +399,3 @@ def _log_tolerated(key: Key, result: RunResult) -> None:
         log.warning(
             "%d more task failures let pass by the role in this run, not logged", unlisted, extra={"fields": base}
         )
-
-
-def _failure_reason(result: RunResult) -> str:
-    """The reason a failed run counts under in ``hybrid_operator_reconcile_failures_total`` ("" if it succeeded).
-
-    A role may write any reason; a metric label must stay few and short, so one that is not a short
-    CamelCase word counts as Failed.
-    """
-    if result.succeeded:
-        return ""
-    if result.timed_out:
-        return REASON_TIMED_OUT
-    reason = status_mod.failure_reason(result)
-    return reason if _LABEL_REASON.fullmatch(reason) else status_mod.REASON_FAILED
