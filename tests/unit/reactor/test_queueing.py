@@ -9,23 +9,11 @@ import pytest
 
 from hybrid_operator.kube.objects import GVK
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
+from tests.fakes import FakeClock
 
 pytestmark = pytest.mark.timeout(30)
 
 FOO, BAR = "Foo.v1.example.com", "Bar.v1.example.com"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.called = threading.Event()
-
-    def __call__(self) -> float:
-        self.called.set()
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def key(name: str, gvk: str = FOO) -> Key:
