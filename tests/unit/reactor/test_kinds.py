@@ -246,6 +246,17 @@ def failures_in_a_row(setup: Setup) -> int:
     return int(found.group(1)) if found else 0
 
 
+def test_a_watch_failing_for_hours_keeps_retrying(setups: list[Setup]) -> None:
+    """2**n of the backoff overflowed a float at the 1,024th failure in a row (eight hours at the 30 s cap)
+    and the watch thread died of it; the waits are cut short here, so a thousand failures take seconds."""
+    setup = Setup([NAMESPACED])
+    setups.append(setup)
+    setup.kube.lists[ALL] = ApiError(403, "Forbidden")
+    setup.kinds.start()
+    wait_until(lambda: failures_in_a_row(setup) > 1100, 120)
+    assert max(setup.stop.waits) <= 30.0 * 1.2
+
+
 def test_a_failing_watch_fails_the_readiness_check_naming_it(setups: list[Setup]) -> None:
     setup = Setup([NAMESPACED])
     setups.append(setup)

@@ -225,6 +225,14 @@ def test_backoff_doubles_and_caps(clock: FakeClock) -> None:
     assert queue.failures(key("b")) == 0
 
 
+def test_a_key_failing_for_days_stays_at_the_cap(clock: FakeClock) -> None:
+    """2**n of the backoff overflowed a float at the 1,025th failure of one key (three and a half days at
+    the 300 s cap), and add_rate_limited raised."""
+    queue = make(clock, backoff_base=1.0, backoff_cap=300.0)
+    delays = [queue.add_rate_limited(key("a")) for _ in range(1100)]
+    assert delays[-100:] == [300.0] * 100
+
+
 def test_forget_resets_backoff(clock: FakeClock) -> None:
     queue = make(clock, backoff_base=2.0, backoff_cap=60.0)
     queue.add_rate_limited(key("a"))
