@@ -137,7 +137,8 @@ class WorkQueue:
         with self._cond:
             self._failures[key] += 1
             self._failing_since.setdefault(key, self._wall_clock())
-            delay = float(min(self.backoff_cap, self.backoff_base * 2 ** (self._failures[key] - 1)))
+            # The exponent stops growing long before 2**n overflows a float (1,024 failures of one key).
+            delay = min(self.backoff_cap, self.backoff_base * 2.0 ** min(self._failures[key] - 1, 64))
             delay = max(delay, min(at_least, self.backoff_cap))
         metrics.RETRIES.labels(key.gvk).inc()
         self.add(key, delay=delay, priority=PRIORITY_RESYNC)

@@ -16,28 +16,13 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import FIXTURES, Objects, OperatorProcess, condition, wait_until
+from tests.helpers import missing_upstream_metrics
+from tests.integration.conftest import FIXTURES, Objects, OperatorProcess
 
 pytestmark = pytest.mark.integration
 GROUP, VERSION, PLURAL = "test.hybrid-operator.dev", "v1", "opens"
 WATCHES = FIXTURES / "projects" / "metrics" / "watches.yaml"
 GVK = "Open.v1.test.hybrid-operator.dev"
-
-# memcached-molecule-operator/molecule/default/tasks/memcached_test.yml, as upstream asserts them.
-UPSTREAM_CHECKS = (
-    "sanity_counter 0",
-    "sanity_gauge 0",
-    "sanity_histogram_bucket",
-    "sanity_summary summary",
-    "counter_inc_test 1",
-    "counter_add_test 2",
-    "gauge_set_test 5",
-    "gauge_add_test 7",
-    "gauge_sub_test -7",
-    "gauge_time_test 1",
-    "summary_test_sum 2",
-    "histogram_test_sum 2",
-)
 
 
 def values(text: str) -> dict[str, float]:
@@ -68,11 +53,7 @@ def converge(op: OperatorProcess, objects: Objects) -> dict[str, Any]:
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Open", "metadata": {"name": "m"}}
     objects.create(GROUP, VERSION, PLURAL, body)
 
-    def done() -> dict[str, Any] | None:
-        obj = objects.get(GROUP, VERSION, PLURAL, "m")
-        return obj if (condition(obj, "Successful") or {}).get("status") == "True" else None
-
-    return dict(wait_until(done, 120, "m Successful"))
+    return objects.wait_successful(GROUP, VERSION, PLURAL, "m", 120)
 
 
 @pytest.mark.parametrize("executor", ["warm", "runner"])
@@ -80,8 +61,7 @@ def test_osdk_metric_values_appear_on_the_operators_metrics(operator, objects: O
     op = operator(WATCHES, "--executor", executor)
     obj = converge(op, objects)
     text = op.metrics()
-    missing = [check for check in UPSTREAM_CHECKS if check not in text]
-    assert not missing, text
+    assert not missing_upstream_metrics(text), text
     got = values(text)
     assert got[f'ansible_operator_reconcile_result_total{{GVK="{GVK}",result="succeeded"}}'] == 1  # one run
     assert got["sanity_counter"] == 0 and got["counter_inc_test"] == 1 and got["counter_add_test"] == 2

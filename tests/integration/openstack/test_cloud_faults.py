@@ -109,7 +109,7 @@ def test_a_cloud_fault_fails_with_its_reason_then_converges_and_leaks_no_server(
     cleared = time.monotonic()
     server_id = active(objects, "faulty")["server"]["id"]
     recovered = time.monotonic() - cleared
-    assert (condition(objects.get(G, V, P, "faulty"), "Successful") or {}).get("status") == "True"
+    assert objects.successful(G, V, P, "faulty")
     assert [s.id for s in servers_of(cloud, namespace)] == [server_id]  # exactly one, the one reported
 
     shown = json.dumps(objects.get(G, V, P, "faulty"))

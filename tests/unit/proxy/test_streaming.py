@@ -24,7 +24,7 @@ from hybrid_operator.kube import reviews
 from hybrid_operator.kube.client import Kube
 from hybrid_operator.proxy import streaming
 from hybrid_operator.proxy.server import ApiProxy
-from tests.trickling import wait_for
+from tests.helpers import wait_until
 from tests.unit.proxy.streamingapi import StreamingApi
 from tests.unit.proxy.test_server import OWNER, status_of
 
@@ -160,7 +160,7 @@ def test_small_frames_are_passed_on_at_once(proxy: ApiProxy) -> None:
     sock, answer, _ = upgrade(proxy)
     with sock:
         assert answer.startswith(b"HTTP/1.1 101 ")
-        assert wait_for(lambda: len(proxy.streams.sockets()) == 2, 3)
+        wait_until(lambda: len(proxy.streams.sockets()) == 2, 3)
         for relayed in proxy.streams.sockets():
             assert relayed.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Kubernetes' clients do

@@ -9,23 +9,11 @@ import pytest
 
 from hybrid_operator.kube.objects import GVK
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
+from tests.fakes import FakeClock
 
 pytestmark = pytest.mark.timeout(30)
 
 FOO, BAR = "Foo.v1.example.com", "Bar.v1.example.com"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.called = threading.Event()
-
-    def __call__(self) -> float:
-        self.called.set()
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def key(name: str, gvk: str = FOO) -> Key:
@@ -235,6 +223,14 @@ def test_backoff_doubles_and_caps(clock: FakeClock) -> None:
     assert delays == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
     assert queue.failures(key("a")) == 6
     assert queue.failures(key("b")) == 0
+
+
+def test_a_key_failing_for_days_stays_at_the_cap(clock: FakeClock) -> None:
+    """2**n of the backoff overflowed a float at the 1,025th failure of one key (three and a half days at
+    the 300 s cap), and add_rate_limited raised."""
+    queue = make(clock, backoff_base=1.0, backoff_cap=300.0)
+    delays = [queue.add_rate_limited(key("a")) for _ in range(1100)]
+    assert delays[-100:] == [300.0] * 100
 
 
 def test_forget_resets_backoff(clock: FakeClock) -> None:

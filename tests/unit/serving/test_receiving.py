@@ -20,7 +20,8 @@ from hybrid_operator.errors import ConfigError
 from hybrid_operator.httpbounds import BoundedServer
 from hybrid_operator.serving import health, receiving
 from hybrid_operator.serving.usermetrics import USER_METRICS, UserMetrics
-from tests.trickling import Tricklers, wait_for
+from tests.helpers import wait_until
+from tests.trickling import Tricklers
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +138,7 @@ def test_idle_connections_past_the_cap_push_out_the_oldest_and_posts_are_served(
     server, cap = own_server, receiving.BOUNDS.max_pending_per_address  # every client here is 127.0.0.1
     idle = [socket.create_connection(("127.0.0.1", port(server)), timeout=5) for _ in range(cap)]
     try:
-        assert wait_for(lambda: server.counts()[0] == cap, 5)
+        wait_until(lambda: server.counts()[0] == cap, 5)
         with socket.create_connection(("127.0.0.1", port(server)), timeout=5):
             assert idle[0].recv(100) == b""  # the oldest made room
         body = json.dumps({"name": "g", "gauge": {"set": 3}}).encode()
