@@ -299,6 +299,7 @@ def _receive_role_metrics(address: str) -> ThreadingHTTPServer | None:
         log.error("role metrics are off: cannot listen on %s (--user-metrics-bind-address): %s", address, exc)
         server = None
     os.environ[receiving.URL_ENV] = receiving.url(server) if server is not None else ""
+    os.environ[receiving.TOKEN_ENV] = server.token if isinstance(server, receiving.Receiver) else ""
     return server
 
 
