@@ -247,3 +247,71 @@ def test_huge_objects_and_a_run_that_eats_memory_leave_the_operator_alive_under_
     assert op.proc.poll() is None and pod_memory.oom_kills() == 0
     assert grown < 100, f"the operator grew by {grown:.0f} MiB"
     print(f"operator RSS {before:.0f} MiB -> +{grown:.0f} MiB with 8 huge objects and a greedy run")
+
+
+@pytest.mark.parametrize("mode", ["auto", "any"])
+def test_a_namespace_from_the_spec_is_out_of_reach_where_the_operator_serves_several(
+    mode: str,
+    tenants: Callable[..., OperatorProcess],
+    attacker: Objects,
+    objects: Objects,
+    namespace: str,
+    other: str,
+) -> None:
+    """A role that lets the spec name the namespace it reads from: with several tenants' namespaces watched,
+    --run-namespaces=auto confines each run to its object's namespace at the proxy (403); ``any`` is
+    upstream's behaviour, shown here so the test can fail."""
+    marker = f"b-only-{uuid.uuid4().hex}"
+    objects.core.create_namespaced_config_map(other, {"metadata": {"name": "b-config"}, "data": {"m": marker}})
+    op = tenants("--run-namespaces", mode)
+    attacker.create(GROUP, VERSION, PLURAL, tenant_obj("reach", settingsFrom="b-config", settingsNamespace=other))
+    reached = verdict(objects, "reach")
+    if mode == "any":
+        assert marker in str(reached["status"]["settings"])
+        return
+    failed = condition(reached, "Failure")
+    assert failed is not None and f"may reach {namespace}, not namespace '{other}'" in failed["message"]
+    assert marker not in str(reached) and marker not in op.log()
+
+
+def test_keys_that_snake_case_alike_are_refused_naming_both(
+    tenants: Callable[..., OperatorProcess], attacker: Objects, objects: Objects
+) -> None:
+    """The schema checks logLevel (an enum) and maxItems (at most 10); their snake_case twins, which the
+    CRD keeps as unknown fields, used to override them in the role."""
+    op = tenants()
+    twins = {
+        "log": {"logLevel": "info", "log_level": "$(curl evil)"},
+        "items": {"maxItems": 10, "max_items": 100_000},
+        "space": {"logLevel": "info", "logLevel ": "$(curl evil)"},
+    }
+    for name, spec in twins.items():
+        attacker.create(GROUP, VERSION, PLURAL, tenant_obj(f"twin-{name}", **spec))
+    for name, spec in twins.items():
+        refused = condition(verdict(objects, f"twin-{name}"), "Failure")
+        assert refused is not None and refused["reason"] == "InvalidSpec"
+        first, second = spec
+        assert f"{first!r} and {second!r}" in refused["message"]
+    assert "$(curl evil)" not in op.log() and "100000" not in op.log()
+
+
+def test_a_zero_requeue_runs_at_most_once_a_second_behind_everyone_elses_work(
+    tenants: Callable[..., OperatorProcess], attacker: Objects, objects: Objects, other: str
+) -> None:
+    """pollInterval "0s" from the spec, passed to requeue_after, gave 65 runs in 30 s at the queue's top
+    priority, ahead of every other tenant's work."""
+    op = tenants()
+    attacker.create(GROUP, VERSION, PLURAL, tenant_obj("busy", pollInterval="0s"))
+    verdict(objects, "busy")
+    started = time.monotonic()
+    time.sleep(2)
+    neighbours = Objects(objects.api, other)
+    created = time.monotonic()
+    neighbours.create(GROUP, VERSION, PLURAL, tenant_obj("neighbour", message="hi"))
+    verdict(neighbours, "neighbour", timeout=30)
+    assert time.monotonic() - created < 10
+    time.sleep(max(0.0, 10 - (time.monotonic() - started)))
+    runs = [line for line in op.log().splitlines() if "reconciled" in line and "busy" in line]
+    lasted = time.monotonic() - started
+    assert len(runs) <= lasted + 3, f"{len(runs)} runs in {lasted:.0f} s (and its first)"
+    assert sum("the least allowed" in line for line in op.log().splitlines()) == 1
