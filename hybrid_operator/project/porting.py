@@ -2,7 +2,7 @@
 
 Called by ``cli`` with the roles and playbooks watches.yaml names (and the roles beside them). Roles
 written for operator-sdk's image (ansible-core 2.18) may fail on 2.19 and later, where templates keep
-their native types and conditionals must be booleans; ``docs/porting.md`` lists the pitfalls, and this
+their native types and conditionals must be booleans; the docs' porting page lists the pitfalls, and this
 module finds the ones a role's text shows, one ``Finding`` per place, each naming its section there:
 
 1. a conditional (``when``, ``changed_when``, ``failed_when``, ``until``, ``assert``'s ``that``) whose
@@ -34,7 +34,10 @@ from hybrid_operator.project import jinjakinds
 from hybrid_operator.project.jinjakinds import NOT_BOOLEAN, Kind
 from hybrid_operator.settings import yamlfiles
 
-PAGE = "docs/porting.md"
+# The page each finding names a section of: the docs site's porting page (mkdocs.yml's site_url), whose source
+# is docs/roles/porting.md; tests/unit/docs/test_site.py checks every anchor against the built site.
+PAGE = "https://hybrid-operator.dev/roles/porting/"
+SOURCE = "docs/roles/porting.md"
 MAX_FILES = 2000  # YAML files read per check: a project with more is not one this check was made for
 MAX_SHOWN = 500  # findings printed; the rest are counted
 
@@ -42,7 +45,7 @@ MAX_SHOWN = 500  # findings printed; the rest are counted
 @dataclass(frozen=True)
 class Pitfall:
     title: str
-    anchor: str  # the section of docs/porting.md (GitHub's heading anchor)
+    anchor: str  # the section of the porting page (its heading's anchor)
 
 
 CONDITIONAL = Pitfall("A conditional must be a boolean", "1-a-conditional-must-be-a-boolean")

@@ -1,4 +1,4 @@
-"""``hybrid-operator check``'s porting warnings: what a role's text shows of docs/porting.md's pitfalls."""
+"""``hybrid-operator check``'s porting warnings: what a role's text shows of the porting page's pitfalls."""
 
 from __future__ import annotations
 
@@ -44,12 +44,12 @@ def test_a_finding_names_the_place_the_variable_was_set_and_the_section() -> Non
     assert first.render() == (
         f"{TASKS}:5: when: `legacy_flag_from_env` (set at roles/legacy/defaults/main.yml:2) is a string, not a "
         "boolean, which 2.19+ refuses (say `| bool`, `is ...`, `| length > 0`) "
-        "(docs/porting.md#1-a-conditional-must-be-a-boolean)"
+        f"({porting.PAGE}#1-a-conditional-must-be-a-boolean)"
     )
 
 
 def test_every_anchor_is_a_section_of_the_porting_page() -> None:
-    headings = re.findall(r"^## (.+)$", (ROOT / porting.PAGE).read_text(encoding="utf-8"), re.MULTILINE)
+    headings = re.findall(r"^## (.+)$", (ROOT / porting.SOURCE).read_text(encoding="utf-8"), re.MULTILINE)
     anchors = {re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-") for heading in headings}
     assert {pitfall.anchor for pitfall in porting.PITFALLS} <= anchors
 
@@ -65,8 +65,9 @@ def test_check_warns_and_exits_0_or_1_with_strict(capsys: pytest.CaptureFixture[
     watches = str(LEGACY / "watches.yaml")
     assert cli.main(["check", "--watches-file", watches]) == 0
     out, err = capsys.readouterr()
-    lines = [line for line in out.splitlines() if "docs/porting.md#" in line]
-    assert len(lines) == 8 and all(re.match(r"^\S+:\d+: .+ \(docs/porting\.md#[a-z0-9-]+\)$", ln) for ln in lines)
+    lines = [line for line in out.splitlines() if f"{porting.PAGE}#" in line]
+    page = re.escape(porting.PAGE)
+    assert len(lines) == 8 and all(re.match(rf"^\S+:\d+: .+ \({page}#[a-z0-9-]+\)$", ln) for ln in lines)
     assert "8 place(s)" in err
     assert cli.main(["check", "--strict", "--watches-file", watches]) == 1
 
