@@ -73,6 +73,7 @@ class KindContext:
     verbosity: int = 2
     on_event: Callable[[dict[str, Any]], None] | None = None  # each run's events, as they arrive
     log_failed_output: bool = True  # log a failed run's task output (not under --ansible-log-events=nothing)
+    max_entries: int = admitting.DEFAULT_MAX_ENTRIES  # --max-object-entries
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,7 @@ class Reconciler:
             snake_case=watch.snake_case_parameters,
             ansible=reservations,
             defaults=RunSettings(ctx.reconcile_period, ctx.verbosity, watch.max_runner_artifacts),
+            max_entries=ctx.max_entries,
         )
 
     def _run(self, key: Key, request: RunRequest, *, show_output: bool = True) -> RunResult:

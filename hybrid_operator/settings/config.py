@@ -226,6 +226,13 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         default=_size("1Gi"),
         help="disk budget for all kept artifacts; the oldest runs go first",
     )
+    a(
+        "--max-object-entries",
+        type=_positive_int,
+        default=10_000,
+        help="entries (mapping items and list elements, at any depth) a watched object may hold; a larger one "
+        "is refused with InvalidSpec and only a stub of it is kept in memory",
+    )
     _switch(parser, "--inject-owner-ref", True, "give children the role creates an ownerReference")
     a(
         "--proxy-stream-timeout",
@@ -347,6 +354,7 @@ class Config:
     proxy_cache_reads: bool = False
     proxy_stream_timeout: float = 600.0  # seconds; math.inf when neither it nor the run's timeout is set
     inventory: Path | None = None  # ANSIBLE_INVENTORY: copied into every run's input dir instead of localhost
+    max_object_entries: int = 10_000  # entries a watched object may hold before it is refused and stubbed
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Config:
@@ -401,6 +409,7 @@ class Config:
             kubeconfig=args.kubeconfig,
             namespaces=namespaces,
             inventory=_inventory(env),
+            max_object_entries=args.max_object_entries,
         )
 
     def per_kind(self, prefix: str, gvk: GVK, default: int, env: Mapping[str, str] | None = None) -> int:
