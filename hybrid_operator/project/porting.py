@@ -12,15 +12,19 @@ module finds the ones a role's text shows, one ``Finding`` per place, each namin
    Secret's ``stringData``, labels, annotations, an env var's ``value``, in a ``k8s`` task's
    definition), and a ``+`` between a string and a number anywhere;
 3. a template inside a conditional;
-5. a Jinja test (``x is number``, ``x is string``...) on a variable nothing in the project defines: 2.18
-   answered false for an undefined variable, 2.19+ fails the run (kubev2v/forklift's operator met it in a
-   deployment template); looked for in conditionals, templated strings and the roles' ``templates/``.
+4. (not a porting pitfall, but one ``check`` is the place for) a ``register`` or ``set_fact`` name a spec key
+   could take: extra vars beat both, so a custom resource could replace a task's result with its own value.
+5. (the page's section 6) a Jinja test (``x is number``, ``x is string``...) on a variable nothing in the
+   project defines: 2.18 answered false for an undefined variable, 2.19+ fails the run (kubev2v/forklift's
+   operator met it in a deployment template); looked for in conditionals, templated strings and the roles'
+   ``templates/``.
 
 What the text does not say is not guessed: a variable from the custom resource's spec, or one whose
-definition is itself unknown, is never warned about (``jinjakinds.Kind.UNKNOWN``), except by pitfall 5,
-whose point is exactly a spec field the resource may leave out; a name the project ever tests with
-``is defined``/``is undefined`` or gives a ``default(...)`` is taken as handled wherever it is used. Files are read with
-the bounds of ``settings.yamlfiles``; a file that is not YAML is reported once and skipped.
+definition is itself unknown, is never warned about (``jinjakinds.Kind.UNKNOWN``), except by the page's
+pitfall 6, whose point is exactly a spec field the resource may leave out; a name the project ever tests
+with ``is defined``/``is undefined`` or gives a ``default(...)`` is taken as handled wherever it is used.
+Files are read with the bounds of ``settings.yamlfiles``; a file that is not YAML is reported once and
+skipped.
 """
 
 from __future__ import annotations
@@ -56,8 +60,9 @@ class Pitfall:
 CONDITIONAL = Pitfall("A conditional must be a boolean", "1-a-conditional-must-be-a-boolean")
 NUMBERS = Pitfall("Numbers stay numbers", "2-numbers-stay-numbers")
 TEMPLATED_CONDITIONAL = Pitfall("No templates inside conditionals", "3-no-templates-inside-conditionals")
-UNDEFINED_TEST = Pitfall("A test on an undefined variable fails", "5-a-test-on-an-undefined-variable-fails")
-PITFALLS = (CONDITIONAL, NUMBERS, TEMPLATED_CONDITIONAL, UNDEFINED_TEST)
+SHADOWED = Pitfall("A spec key beats a registered variable", "5-a-spec-key-beats-a-registered-variable")
+UNDEFINED_TEST = Pitfall("A test on an undefined variable fails", "6-a-test-on-an-undefined-variable-fails")
+PITFALLS = (CONDITIONAL, NUMBERS, TEMPLATED_CONDITIONAL, SHADOWED, UNDEFINED_TEST)
 
 
 @dataclass(frozen=True, order=True)
@@ -155,11 +160,12 @@ def check(scope: Scope, shown: Path | None = None) -> list[Finding]:
         if tree is not None:
             checker.undefined_tests(tree, path, 0)
     checker.report_undefined_tests()
+    checker.shadowable()
     return sorted(set(checker.findings))
 
 
 def _learn_more(checker: _Checker, scope: Scope, task_files: list[Path], documents: Mapping[Path, Node | None]) -> None:
-    """What else defines a variable for pitfall 5: ``include_vars`` files (a playbook's are not read: any name
+    """What else defines a variable for pitfall 6: ``include_vars`` files (a playbook's are not read: any name
     may then be defined), spec fields the CRD defaults."""
     for path in _include_vars(task_files, documents):
         checker.included(path)
@@ -175,8 +181,9 @@ class _Checker:
         self.shown = shown
         self.known: dict[str, Kind] = {}
         self.defined: dict[str, str] = {}  # name -> file:line of its first definition
+        self.results: dict[str, tuple[Path, int, str]] = {}  # register / set_fact name -> where, and which
         self.findings: list[Finding] = []
-        # Pitfall 5: each test on a variable, kept until every file has been read (a name is handled when any
+        # Pitfall 6: each test on a variable, kept until every file has been read (a name is handled when any
         # file of the project tests it for definedness, gives it a default or defines it).
         self.tested: list[tuple[Path, int, str, str]] = []  # (file, line, variable, the test as written)
         self.handled: set[str] = set()  # names the project guards (`is defined`, `default(...)`)
@@ -221,16 +228,16 @@ class _Checker:
             self.variables(fields.get("vars"), path)
             for action in _SET_FACT & fields.keys():
                 self.variables(fields[action], path)
-                if isinstance(fields[action], ScalarNode):  # set_fact: a=1 b={{ x }}
-                    for word in str(fields[action].value).split():
-                        if "=" in word:
-                            self.define(word.split("=", 1)[0], Kind.UNKNOWN)
-            loop_var = dict(_pairs(fields.get("loop_control"))).get("loop_var")
-            if isinstance(loop_var, ScalarNode):
-                self.define(str(loop_var.value), Kind.UNKNOWN)
+                for name, value in _pairs(fields[action]):
+                    if name != "cacheable":
+                        self.results.setdefault(name, (path, value.start_mark.line + 1, "set_fact"))
+            for name in _free_form_names(fields):
+                self.define(name, Kind.UNKNOWN)
             register = fields.get("register")
-            if isinstance(register, ScalarNode) and register.value not in self.known:
-                self.define(register.value, Kind.RESULT, f"{self._name(path)}:{register.start_mark.line + 1}")
+            if isinstance(register, ScalarNode):
+                self.results.setdefault(register.value, (path, register.start_mark.line + 1, "register"))
+                if register.value not in self.known:
+                    self.define(register.value, Kind.RESULT, f"{self._name(path)}:{register.start_mark.line + 1}")
 
     def tasks(self, tasks: Iterable[tuple[Node, Mapping[str, Node]]], path: Path) -> None:
         for _task, fields in tasks:
@@ -370,6 +377,19 @@ class _Checker:
             )
             self.add(path, line, message, UNDEFINED_TEST)
 
+    def shadowable(self) -> None:
+        """Every ``register`` and ``set_fact`` name a spec key could take: extra vars beat both, so a custom
+        resource with that key (``result``, or ``Result`` snake-cased) would hand the role its own value
+        where the task's result belongs. Names starting with ``_`` are safe: admission refuses such keys."""
+        for name, (path, line, how) in sorted(self.results.items()):
+            if name.startswith("_") or not name.isidentifier():
+                continue
+            message = (
+                f"{how} {name!r}: a spec key {name!r} would override it (extra vars beat {how}), handing the role "
+                f"the resource's value instead; name it with a leading '_' (e.g. '_{name}'), which no spec key may take"
+            )
+            self.add(path, line, message, SHADOWED)
+
     def add(self, path: Path, line: int, message: str, pitfall: Pitfall) -> None:
         self.findings.append(Finding(self._name(path), line, message, pitfall))
 
@@ -378,6 +398,17 @@ class _Checker:
             return str(path.resolve().relative_to(self.shown.resolve()))
         except ValueError:
             return str(path)
+
+
+def _free_form_names(fields: Mapping[str, Node]) -> Iterator[str]:
+    """Names a task defines that ``learn`` reads no kind of: ``set_fact: a=1 b={{ x }}`` and a loop's
+    ``loop_control.loop_var`` (for pitfall 6, where only being defined counts)."""
+    for action in _SET_FACT & fields.keys():
+        if isinstance(fields[action], ScalarNode):
+            yield from (word.split("=", 1)[0] for word in str(fields[action].value).split() if "=" in word)
+    loop_var = dict(_pairs(fields.get("loop_control"))).get("loop_var")
+    if isinstance(loop_var, ScalarNode):
+        yield str(loop_var.value)
 
 
 def _root_name(node: nodes.Node | None) -> str | None:
@@ -463,7 +494,7 @@ def _play_tasks(node: Node | None, checker: _Checker | None, path: Path) -> Iter
         fields = dict(_pairs(play))
         if checker is not None:
             checker.variables(fields.get("vars"), path)
-            if "vars_files" in fields:  # their names are not read: pitfall 5 cannot say what is undefined
+            if "vars_files" in fields:  # their names are not read: pitfall 6 cannot say what is undefined
                 checker.unknown_definitions = True
         yield play, {key: value for key, value in fields.items() if key in _CONDITIONALS}
         for key in _PLAY_TASKS:

@@ -215,6 +215,13 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         help="a run longer than this is killed",
     )
     a(
+        "--ansible-run-memory",
+        type=_size,
+        default=_size("512Mi"),
+        help="how much memory each process of a run may take on top of what it starts with; past it the "
+        "run fails (RunOutOfMemory) and the operator goes on (0: unbounded)",
+    )
+    a(
         "--runner-artifacts-dir",
         default=str(default_artifacts_dir()),
         help="where each run's private data dir and artifacts live: a directory of this user's with mode 0700 "
@@ -233,13 +240,22 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         help="entries (mapping items and list elements, at any depth) a watched object may hold; a larger one "
         "is refused with InvalidSpec and only a stub of it is kept in memory",
     )
+    a(
+        "--run-namespaces",
+        choices=("auto", "own", "any"),
+        default=env("HYBRID_OPERATOR_RUN_NAMESPACES", "auto"),
+        help="where a run's API requests may go through the run proxy: own (its object's namespace, the "
+        "watch's runNamespaces and cluster-scoped kinds), any (as operator-sdk), or auto (default: own when "
+        "WATCH_NAMESPACE lists several namespaces, any otherwise); multi-tenant installs: own",
+    )
     _switch(parser, "--inject-owner-ref", True, "give children the role creates an ownerReference")
     a(
         "--proxy-stream-timeout",
         type=_duration,
-        default=None,
-        help="how long one exec, attach, port-forward, watch or followed log of a run may last through the "
-        "run proxy (default, or 0: --ansible-run-timeout); each one also ends with its run",
+        default=_duration("2m"),
+        help="how long one request of a run may last through the run proxy: an exec, attach, port-forward, "
+        "watch or followed log, or a plain request however slowly it is answered (at most "
+        "--ansible-run-timeout; 0: that); each one also ends with its run",
     )
     _switch(
         parser,
@@ -356,9 +372,11 @@ class Config:
     kubeconfig: str | None
     namespaces: tuple[str, ...]  # empty: all namespaces
     proxy_cache_reads: bool = False
-    proxy_stream_timeout: float = 600.0  # seconds; math.inf when neither it nor the run's timeout is set
+    proxy_stream_timeout: float = 120.0  # seconds; math.inf when neither it nor the run's timeout is set
     inventory: Path | None = None  # ANSIBLE_INVENTORY: copied into every run's input dir instead of localhost
     max_object_entries: int = 10_000  # entries a watched object may hold before it is refused and stubbed
+    run_memory: int = 512 << 20  # bytes each process of a run may grow by; 0: unbounded
+    confine_runs: bool = False  # --run-namespaces resolved: each run may reach its object's namespace only
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Config:
@@ -393,7 +411,7 @@ class Config:
             max_artifacts_bytes=args.max_artifacts_size,
             inject_owner_ref=args.inject_owner_ref,
             proxy_cache_reads=args.proxy_cache_reads,
-            proxy_stream_timeout=args.proxy_stream_timeout or args.ansible_run_timeout or math.inf,
+            proxy_stream_timeout=min(args.proxy_stream_timeout or math.inf, args.ansible_run_timeout or math.inf),
             executor=args.executor,
             module_server=args.module_server,
             leader_elect=args.leader_elect,
@@ -414,6 +432,8 @@ class Config:
             namespaces=namespaces,
             inventory=_inventory(env),
             max_object_entries=args.max_object_entries,
+            run_memory=args.ansible_run_memory,
+            confine_runs=args.run_namespaces == "own" or (args.run_namespaces == "auto" and len(namespaces) > 1),
         )
 
     def per_kind(self, prefix: str, gvk: GVK, default: int, env: Mapping[str, str] | None = None) -> int:

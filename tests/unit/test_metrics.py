@@ -16,7 +16,7 @@ from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.warm.executor import WarmExecutor
 from hybrid_operator.metrics import REGISTRY
 from hybrid_operator.reactor.queueing import Key, WorkQueue
-from hybrid_operator.reactor.reconciling import _failure_reason
+from hybrid_operator.reactor.status import metric_reason
 from hybrid_operator.serving import health
 
 pytestmark = pytest.mark.timeout(30)
@@ -137,4 +137,4 @@ def test_the_warm_executor_switching_off_sets_its_gauge_to_zero() -> None:
     ],
 )
 def test_a_failed_runs_reason_is_a_short_label(result: RunResult, reason: str) -> None:
-    assert _failure_reason(result) == reason
+    assert metric_reason(result) == reason

@@ -29,6 +29,7 @@ def test_each_pitfall_the_role_has_is_found_once_and_its_fixed_form_never() -> N
     found = [(f.path, f.line, f.pitfall) for f in findings_of(LEGACY)]
     assert found == [
         (TASKS, 5, porting.CONDITIONAL),  # when: a string from the environment
+        (TASKS, 14, porting.SHADOWED),  # register: a name a spec key can take
         (TASKS, 22, porting.CONDITIONAL),  # when: a registered result
         (TASKS, 27, porting.TEMPLATED_CONDITIONAL),
         (TASKS, 32, porting.CONDITIONAL),  # that: a list
@@ -67,8 +68,8 @@ def test_check_warns_and_exits_0_or_1_with_strict(capsys: pytest.CaptureFixture[
     out, err = capsys.readouterr()
     lines = [line for line in out.splitlines() if f"{porting.PAGE}#" in line]
     page = re.escape(porting.PAGE)
-    assert len(lines) == 8 and all(re.match(rf"^\S+:\d+: .+ \({page}#[a-z0-9-]+\)$", ln) for ln in lines)
-    assert "8 place(s)" in err
+    assert len(lines) == 9 and all(re.match(rf"^\S+:\d+: .+ \({page}#[a-z0-9-]+\)$", ln) for ln in lines)
+    assert "9 place(s)" in err
     assert cli.main(["check", "--strict", "--watches-file", watches]) == 1
 
 
@@ -150,7 +151,7 @@ def test_any_role_is_checked_without_error_and_every_line_is_in_its_file(
         assert 1 <= finding.line <= lines
 
 
-# Pitfall 5: a test on a variable nothing defines (kubev2v/forklift's operator, ansible-core 2.18 -> 2.19+).
+# Pitfall 6: a test on a variable nothing defines (kubev2v/forklift's operator, ansible-core 2.18 -> 2.19+).
 FORKLIFT = ROOT / "tests" / "fixtures" / "projects" / "porting-undefined"
 
 
@@ -282,3 +283,15 @@ def test_any_template_text_is_checked_without_error(tmp_path_factory: pytest.Tem
     (role / "templates" / "t.j2").write_text(text, encoding="utf-8")
     for finding in _check(role):
         assert finding.path == "templates/t.j2" and 1 <= finding.line <= text.count("\n") + 1
+
+
+def test_a_register_or_set_fact_a_spec_key_could_take_is_named_and_a_private_one_is_not(tmp_path: Path) -> None:
+    role = tmp_path / "roles" / "legacy"
+    (role / "tasks").mkdir(parents=True)
+    (role / "tasks" / "main.yml").write_text(
+        "- name: Public\n  ansible.builtin.command: 'true'\n  register: deployment\n  changed_when: false\n"
+        "- name: Private\n  ansible.builtin.command: 'true'\n  register: _legacy_deployment\n  changed_when: false\n"
+        "- name: Facts\n  ansible.builtin.set_fact:\n    replicas: 3\n    _legacy_size: 1\n    cacheable: true\n"
+    )
+    shadowed = [(f.line, f.message.split(":")[0]) for f in findings_of(tmp_path) if f.pitfall is porting.SHADOWED]
+    assert shadowed == [(3, "register 'deployment'"), (11, "set_fact 'replicas'")]
