@@ -81,16 +81,17 @@ def script(page: Path, name: str, logs: Path) -> str:
 
 
 def kubectl_path() -> str:
-    """A directory with kubectl: the caller's, else the test bed's (hack/local-cluster.sh env)."""
-    if shutil.which("kubectl"):
-        return ""
+    """A directory to put first on PATH for kubectl: the test bed's (built with its API server, so they
+    match; hack/local-cluster.sh env names it), else "" for the caller's own."""
     env = subprocess.run(
         [str(ROOT / "hack" / "local-cluster.sh"), "env"], capture_output=True, text=True, check=False, timeout=60
     ).stdout
     match = re.search(r"PATH=['\"]?([^'\"\n:]+)", env)
-    if not match:
-        pytest.skip("no kubectl on PATH, and hack/local-cluster.sh env names none")
-    return match.group(1)
+    if match and (Path(match.group(1)) / "kubectl").is_file():
+        return match.group(1)
+    if not shutil.which("kubectl"):
+        pytest.skip("no kubectl on PATH, and the test bed has built none")
+    return ""
 
 
 @dataclass
@@ -154,8 +155,9 @@ def _stop(group: int, grace: float = 40) -> None:
 
 
 def kubectl(kubeconfig: str, *args: str) -> None:
+    directory = kubectl_path()
     subprocess.run(
-        [shutil.which("kubectl") or str(Path(kubectl_path()) / "kubectl"), "--kubeconfig", kubeconfig, *args],
+        [str(Path(directory) / "kubectl") if directory else "kubectl", "--kubeconfig", kubeconfig, *args],
         capture_output=True,
         check=False,
         timeout=180,
