@@ -285,7 +285,11 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         default="",
         help="namespace of the Lease (default: the pod's, or default)",
     )
-    a("--metrics-bind-address", default=":8443", help="host:port for Prometheus metrics ('0' disables)")
+    a(
+        "--metrics-bind-address",
+        default=env("HYBRID_OPERATOR_METRICS_BIND_ADDRESS", ":8443"),
+        help="host:port for Prometheus metrics ('0' disables; also HYBRID_OPERATOR_METRICS_BIND_ADDRESS)",
+    )
     _switch(
         parser,
         "--metrics-secure",
@@ -314,8 +318,8 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     )
     a(
         "--health-probe-bind-address",
-        default=":6789",
-        help="host:port for /healthz and /readyz ('0' disables)",
+        default=env("HYBRID_OPERATOR_HEALTH_PROBE_BIND_ADDRESS", ":6789"),
+        help="host:port for /healthz and /readyz ('0' disables; also HYBRID_OPERATOR_HEALTH_PROBE_BIND_ADDRESS)",
     )
     a(
         "--graceful-shutdown-timeout",

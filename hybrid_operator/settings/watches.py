@@ -1,7 +1,7 @@
 """watches.yaml: which kind maps to which role or playbook, and how it is reconciled.
 
 Read once at start-up by ``cli`` and handed to the reactor. The format is operator-sdk's, field for field
-(see the README for the few defaults we changed); every problem is reported as a ``ConfigError`` naming the
+(docs/roles/watches.md lists the few defaults we changed); every problem is reported as a ``ConfigError`` naming the
 entry (index and group/version/kind) and the field, so a bad file fails before any watch starts.
 
 The file is untrusted input: ``yamlfiles`` reads it with bounds (size, depth, no aliases), ``names``

@@ -16,7 +16,7 @@ from hybrid_operator.cli import build_parser
 from hybrid_operator.settings.config import _size
 
 ROOT = Path(__file__).resolve().parents[2]
-OPERATOR_AND_ZYGOTE = 256 << 20  # measured at rest: README Performance
+OPERATOR_AND_ZYGOTE = 256 << 20  # measured at rest: docs/internals/benchmarks.md
 TMP_HEADROOM = 256 << 20  # what live runs write beside the kept artifacts (their input dirs, temp files)
 
 

@@ -308,6 +308,16 @@ def test_an_ansible_inventory_that_is_no_path_stops_the_operator(raw: str) -> No
         config(env={"ANSIBLE_INVENTORY": raw})
 
 
+def test_the_bind_addresses_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """So `make run` of a scaffolded project (a plain `hybrid-operator run`) can avoid the default ports, as the
+    docs' tutorial test does when it runs the page's commands as written."""
+    assert (config().metrics_address, config().health_address) == (":8443", ":6789")
+    monkeypatch.setenv("HYBRID_OPERATOR_METRICS_BIND_ADDRESS", "127.0.0.1:0")
+    monkeypatch.setenv("HYBRID_OPERATOR_HEALTH_PROBE_BIND_ADDRESS", "127.0.0.1:7000")
+    assert (config().metrics_address, config().health_address) == ("127.0.0.1:0", "127.0.0.1:7000")
+    assert config("--health-probe-bind-address=:6789").health_address == ":6789"  # a flag wins
+
+
 @pytest.mark.parametrize(
     ("argv", "watch", "confined"),
     [
