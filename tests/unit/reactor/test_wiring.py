@@ -11,6 +11,7 @@ import pytest
 
 from hybrid_operator.kube.client import Resource
 from hybrid_operator.kube.objects import GVK
+from hybrid_operator.lifecycle import Lifecycle
 from hybrid_operator.reactor import wiring
 from hybrid_operator.reactor.reconciling import Reconciler
 from hybrid_operator.settings.config import Config, add_run_flags
@@ -85,8 +86,18 @@ def test_failed_output_is_logged_unless_run_events_are_off(level: str, shown: bo
 
 class FakeExecutor:
     def __init__(self) -> None:
-        self.closed = False
+        self.started = self.closed = False
         self.extra_ansible_args: str | None = None  # what build_executor was given
+
+    def start(self) -> None:
+        self.started = True
+
+    def stop(self, deadline: float) -> bool:
+        self.close()
+        return True
+
+    def ready(self) -> tuple[bool, str]:
+        return True, "ok"
 
     def close(self) -> None:
         self.closed = True
@@ -103,8 +114,12 @@ class FakeProxy:
     def start(self) -> None:
         self.started = True
 
-    def stop(self) -> None:
+    def stop(self, deadline: float | None = None) -> bool:
         self.stopped = True
+        return True
+
+    def ready(self) -> tuple[bool, str]:
+        return True, "ok"
 
 
 @pytest.fixture
@@ -132,7 +147,8 @@ def test_the_runtime_wires_one_executor_and_proxy_into_the_reconciler(
         caches=caches,
         extra_ansible_args="--check",
     )
-    try:
+    with Lifecycle(grace=5) as lifecycle:
+        runtime.add_to(lifecycle)
         assert executor.extra_ansible_args == "--check"
         proxy = runtime.proxy
         assert isinstance(proxy, FakeProxy)
@@ -143,10 +159,9 @@ def test_the_runtime_wires_one_executor_and_proxy_into_the_reconciler(
         assert runtime.reconciler.proxy is proxy
         assert runtime.reconciler.kube is kube
         assert runtime.reconciler.recorder.kube is kube
-        runtime.start()
-        assert proxy.started
-    finally:
-        runtime.close()
+        assert lifecycle.start_all()
+        assert proxy.started and executor.started
+        assert lifecycle.checks["executor"]() == (True, "ok")
     assert executor.closed and proxy.stopped
     assert not runtime.reconciler._kubeconfigs.exists()  # the runs' kubeconfig dir is gone too
 
