@@ -1,11 +1,12 @@
 """Dependent watches: when a child a role created drifts or disappears, reconcile its owner again.
 
-The API proxy reports each kind a run creates, and each object a run reads that belongs to its owner's
-kind (``on_child``: so a restarted operator whose runs only read and patch finds its children again);
-the first time a kind shows up for an owner whose watch has ``watchDependentResources`` (and is not
-blacklisted; cluster-scoped children only with ``watchClusterScopedResources``), an informer starts for
-it, in the watched namespaces. Its events map back to
-the owner through the controller ownerReference or operator-sdk's ``primary-resource`` annotations.
+The API proxy reports each kind a run creates, and each object a run reads that belongs to its owner's kind
+(``on_child``: so a restarted operator whose runs only read and patch finds its children again); the first
+time a kind shows up for an owner whose watch has ``watchDependentResources`` (and is not blacklisted;
+cluster-scoped children only with ``watchClusterScopedResources``), an informer starts for it, in the
+watched namespaces. Its events map back to the owner through the controller ownerReference or operator-sdk's
+``primary-resource`` annotations. Started and stopped by the lifecycle with what only the leader runs (a
+``lifecycle.Runnable``): ``stop`` ends every informer started here.
 
 No reconcile storms (operator-sdk#3950, #4906): creations are ignored (the role just made them), and an
 update counts only when it changes what a person declared: the generation for kinds that have one, else
@@ -37,6 +38,7 @@ from hybrid_operator.kube.objects import (
 )
 from hybrid_operator.kube.owners import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Child
 from hybrid_operator.kube.watching import Informer
+from hybrid_operator.lifecycle import Loop
 from hybrid_operator.proxy.cachereads import Caches
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, Key, WorkQueue
 from hybrid_operator.settings.watches import Watch
@@ -77,11 +79,30 @@ class DependentWatches:
         self.caches = caches  # where the informers started here are offered to the run proxy
         self.queue = queue
         self.namespaces = namespaces
-        self.stop = stop
+        self.stopping = stop
         self._by_owner_kind = {(w.gvk.api_version, w.gvk.kind): w for w in watches}
         self._by_kind_group = {(w.gvk.kind, w.gvk.group): w for w in watches}
         self._started: set[GVK] = set()
+        self._informers: list[Informer] = []  # what ``stop`` ends
         self._lock = threading.Lock()
+
+    # -- the lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        pass  # a dependent kind's informers start when a run first reports one (``on_child``)
+
+    def stop(self, deadline: float) -> bool:
+        """Stop every informer started here; a kind being resolved starts none (``_keep`` refuses it)."""
+        with self._lock:
+            self.stopping.set()
+            informers = list(self._informers)
+        for informer in informers:
+            informer.stop(deadline)
+        return True
+
+    def ready(self) -> tuple[bool, str]:
+        with self._lock:
+            return True, f"{len(self._informers)} dependent watches"
 
     def on_child(self, child: Child) -> None:
         watch = self._by_owner_kind.get((child.owner.api_version, child.owner.kind))
@@ -94,10 +115,19 @@ class DependentWatches:
         if not child.namespaced and not watch.watch_cluster_scoped_resources:
             return  # children in other namespaces are watched as upstream does (in the watched namespaces)
         with self._lock:
-            if gvk in self._started:
+            if gvk in self._started or self.stopping.is_set():
                 return
             self._started.add(gvk)
-        threading.Thread(target=self._start, args=(gvk,), name=f"dependent-{gvk.kind}", daemon=True).start()
+        # Resolved in a thread of its own, which ends after one discovery request.
+        Loop(f"dependent-{gvk.kind}", lambda _stopping: self._start(gvk)).start()
+
+    def _keep(self, informer: Informer) -> bool:
+        """Keep ``informer`` for ``stop`` to end; False (and nothing kept) once stopping."""
+        with self._lock:
+            if self.stopping.is_set():
+                return False
+            self._informers.append(informer)
+            return True
 
     def _start(self, gvk: GVK) -> None:
         try:
@@ -112,12 +142,8 @@ class DependentWatches:
             informer = Informer(self.kube, resource, self._handle, namespace=namespace)
             if self.caches is not None:
                 self.caches.add(informer)
-            threading.Thread(
-                target=informer.run,
-                args=(self.stop,),
-                name=f"dependent-{gvk.kind}-{namespace or 'all'}",
-                daemon=True,
-            ).start()
+            if self._keep(informer):
+                informer.start()
         log.info("watching dependent %s to keep owners converged", gvk)
 
     def _handle(self, event_type: str, old: KubeObject | None, new: KubeObject) -> None:

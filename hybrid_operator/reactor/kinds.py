@@ -1,10 +1,11 @@
 """The watched kinds: each resolved through discovery, watched by one informer per namespace, events to keys.
 
-Used by ``orchestration.Operator``. ``start_kind`` waits (with backoff) for a CRD that is not installed
-yet, starts the kind's informers, and turns their events into queue keys: a new object, a new
-generation, a deletion mark, or (when asked) an annotation change; status-only updates, including our
-own, never wake an object. With ``--sharding`` an object the ring does not give this replica stays in
-the cache only. ``watches_synced`` is the ``/readyz`` check of all of it.
+Built by ``orchestration``, started and stopped by the lifecycle with what only the leader runs (a
+``lifecycle.Runnable``, after the workers). Each kind starts on its own: ``_start_kind`` waits (with
+backoff) for a CRD that is not installed yet, starts the kind's informers, and turns their events into queue
+keys: a new object, a new generation, a deletion mark, or (when asked) an annotation change; status-only
+updates, including our own, never wake an object. With ``--sharding`` an object the ring does not give this
+replica stays in the cache only. ``watches_synced`` is the ``/readyz`` check of all of it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from hybrid_operator.errors import OperatorError
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 from hybrid_operator.kube.objects import bounded, uid_of
 from hybrid_operator.kube.watching import Informer
+from hybrid_operator.lifecycle import Loop
 from hybrid_operator.proxy.cachereads import Caches
 from hybrid_operator.reactor.filtering import event_priority, wants_reconcile
 from hybrid_operator.reactor.queueing import Key, WorkQueue
@@ -33,16 +35,22 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Kind:
-    ctx: KindContext
+    ctx: KindContext  # its lookup reads the informers below
     informers: dict[str, Informer] = field(default_factory=dict)  # namespace ("" = all) -> informer
 
-    def lookup(self, namespace: str, name: str) -> KubeObject | None:
-        informer = self.informers.get(namespace) or self.informers.get("")
+    def uid(self, namespace: str, name: str) -> str | None:
+        obj = self.ctx.lookup(namespace, name)
+        return uid_of(obj) or None if obj else None
+
+
+def cache_lookup(informers: dict[str, Informer]) -> Callable[[str, str], KubeObject | None]:
+    """(namespace, name) -> the object in the informers' caches (the all-namespaces one, if that is it)."""
+
+    def lookup(namespace: str, name: str) -> KubeObject | None:
+        informer = informers.get(namespace) or informers.get("")
         return informer.get(namespace, name) if informer else None
 
-    def uid(self, namespace: str, name: str) -> str | None:
-        obj = self.lookup(namespace, name)
-        return uid_of(obj) or None if obj else None
+    return lookup
 
 
 class Kinds:
@@ -58,23 +66,30 @@ class Kinds:
         stop: threading.Event,
         owns: Callable[[str], bool],
     ) -> None:
-        self.config, self.watches, self.kube, self.queue, self.caches, self.stop = (
-            config,
-            watches,
-            kube,
-            queue,
-            caches,
-            stop,
-        )
+        self.config, self.watches, self.kube, self.queue, self.caches = config, watches, kube, queue, caches
+        self.stopping = stop
         self.owns = owns  # uid -> whether this replica runs it (always true without sharding)
         self.by_gvk: dict[str, Kind] = {}
+        self._starters = [Loop(f"start-{w.gvk.kind}", functools.partial(self._start_kind_safely, w)) for w in watches]
+
+    # -- the lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Each kind in its own thread: a kind whose CRD is missing waits alone."""
-        for watch in self.watches:
-            threading.Thread(
-                target=self._start_kind_safely, args=(watch,), name=f"start-{watch.gvk.kind}", daemon=True
-            ).start()
+        for starter in self._starters:
+            starter.start()
+        log.info("started: %d kinds, up to %d reconciles at once", len(self.watches), self.config.max_concurrent_total)
+
+    def stop(self, deadline: float) -> bool:
+        """Stop resolving and watching: no event reaches the queue any more (a watch's request is not waited for)."""
+        self.stopping.set()
+        for kind in list(self.by_gvk.values()):
+            for informer in kind.informers.values():
+                informer.stop()
+        return True
+
+    def ready(self) -> tuple[bool, str]:
+        return self.watches_synced()
 
     def get(self, gvk: str) -> Kind | None:
         return self.by_gvk.get(gvk)
@@ -86,7 +101,7 @@ class Kinds:
                 for obj in informer.objects():
                     yield gvk, obj
 
-    def _start_kind_safely(self, watch: Watch) -> None:
+    def _start_kind_safely(self, watch: Watch, _stopping: threading.Event) -> None:
         try:
             self._start_kind(watch)
         except OperatorError as exc:
@@ -95,12 +110,9 @@ class Kinds:
     def _start_kind(self, watch: Watch) -> None:
         resource = self._discover(watch)
         gvk = str(watch.gvk)
-        on_event = eventlog.event_logger(self.config.ansible_log_events)
-        kind = Kind(ctx=kind_context(self.config, watch, resource, lambda ns, name: None, on_event=on_event))
-        kind.ctx.lookup = kind.lookup
         namespaces = self.config.namespaces if resource.namespaced and self.config.namespaces else ("",)
-        for namespace in namespaces:
-            kind.informers[namespace] = Informer(
+        informers = {
+            namespace: Informer(
                 self.kube,
                 resource,
                 self._handler(watch, gvk),
@@ -108,16 +120,17 @@ class Kinds:
                 label_selector=watch.selector,
                 keep=functools.partial(bounded, limit=self.config.max_object_entries),
             )
-            self.caches.add(kind.informers[namespace])
-        self.by_gvk[gvk] = kind  # before any event can reach a worker
-        for namespace, informer in kind.informers.items():
-            thread = threading.Thread(
-                target=informer.run,
-                args=(self.stop,),
-                name=f"watch-{watch.gvk.kind}-{namespace or 'all'}",
-                daemon=True,
-            )
-            thread.start()
+            for namespace in namespaces
+        }
+        on_event = eventlog.event_logger(self.config.ansible_log_events)
+        ctx = kind_context(self.config, watch, resource, cache_lookup(informers), on_event=on_event)
+        for informer in informers.values():
+            self.caches.add(informer)
+        self.by_gvk[gvk] = Kind(ctx, informers)  # before any event can reach a worker
+        if self.stopping.is_set():
+            return  # stopped while resolving: ``stop`` may not have seen these informers
+        for informer in informers.values():
+            informer.start()
         log.info(
             "watching %s (%s) in %s with %s, %d at once",
             gvk,
@@ -133,10 +146,10 @@ class Kinds:
             try:
                 return self.kube.resource(watch.gvk)
             except ApiError as exc:
-                if self.stop.is_set():
+                if self.stopping.is_set():
                     raise OperatorError("stopped while waiting for the API server") from exc
                 log.warning("cannot resolve %s yet (%s); retrying in %.0fs", watch.gvk, exc, delay)
-                self.stop.wait(delay)
+                self.stopping.wait(delay)
                 delay = min(30.0, delay * 2)
 
     def _handler(self, watch: Watch, gvk: str) -> Callable[[str, KubeObject | None, KubeObject], None]:

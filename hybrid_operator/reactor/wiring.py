@@ -1,8 +1,9 @@
 """What ``run`` and ``reconcile FILE`` both build: the executor, the runs' API proxy and the reconciler.
 
-Called by ``orchestration.Operator`` (the watching operator) and ``oneshot`` (one reconcile of a file):
-one place decides how a run reaches Ansible and the API server, so the rehearsal of a role runs exactly
-as the operator would run it. ``kind_context`` is the same for a kind's settings.
+Called by ``orchestration.Operator`` (the watching operator) and ``oneshot`` (one reconcile of a file), which
+hand the parts to their lifecycle (``Runtime.add_to``): one place decides how a run reaches Ansible and the
+API server, so the rehearsal of a role runs exactly as the operator would run it. ``kind_context`` is the same
+for a kind's settings.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from hybrid_operator.ansible.executors import Executor, build_executor
 from hybrid_operator.kube.client import Kube, KubeObject, Resource
 from hybrid_operator.kube.events import EventRecorder
 from hybrid_operator.kube.owners import Child
+from hybrid_operator.lifecycle import Closing, Group, Lifecycle
 from hybrid_operator.proxy.cachereads import Caches
 from hybrid_operator.proxy.server import ApiProxy
 from hybrid_operator.reactor.reconciling import KindContext, Reconciler
@@ -25,19 +27,17 @@ from hybrid_operator.settings.watches import Watch
 
 @dataclass
 class Runtime:
-    """The parts every reconcile goes through; ``close`` stops them (the executor's zygote, the proxy)."""
+    """The parts every reconcile goes through; ``add_to`` hands them to the lifecycle that runs them."""
 
     executor: Executor
     proxy: ApiProxy
     reconciler: Reconciler
 
-    def start(self) -> None:
-        self.proxy.start()
-
-    def close(self) -> None:
-        self.executor.close()
-        self.proxy.stop()
-        self.reconciler.close()
+    def add_to(self, lifecycle: Lifecycle) -> None:
+        """The proxy with the servers; the executor and the runs' kubeconfigs with what every replica keeps."""
+        lifecycle.add(Group.SERVERS, "API proxy for runs", self.proxy)
+        lifecycle.add(Group.OTHERS, "executor", self.executor, check="executor")
+        lifecycle.add(Group.OTHERS, "runs' kubeconfigs", Closing(self.reconciler.close))
 
 
 def build_runtime(

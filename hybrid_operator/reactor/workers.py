@@ -1,10 +1,11 @@
 """The workers: threads that take keys from the queue, reconcile them, and requeue what comes next.
 
-Used by ``orchestration.Operator`` (as many workers as the global cap). For each key: with
-``--sharding``, ask the ring first (a key that is not ours is dropped, one a peer has not drained yet is
-parked); reconcile through the ``Reconciler``; then requeue as the outcome says (periodic, requeue_after,
-backoff after a failure) or act on ``failures.judge``'s verdict for an error. ``alive`` is the
-``/healthz`` check: no worker died, none stuck past the run timeout.
+Built by ``orchestration`` (as many workers as the global cap), started and stopped by the lifecycle with
+what only the leader runs (a ``lifecycle.Runnable``); ``stop`` lets the runs in progress finish, until the
+deadline. For each key: with ``--sharding``, ask the ring first (a key that is not ours is dropped, one a
+peer has not drained yet is parked); reconcile through the ``Reconciler``; then requeue as the outcome says
+(periodic, requeue_after, backoff after a failure) or act on ``failures.judge``'s verdict for an error.
+``alive`` is the ``/healthz`` check: no worker died, none stuck past the run timeout.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ class Workers:
         ring: Callable[[], Ring | None],
         stuck_after: float,
     ) -> None:
-        self.count, self.queue, self.kinds, self.reconciler, self.stop = count, queue, kinds, reconciler, stop
+        self.count, self.queue, self.kinds, self.reconciler = count, queue, kinds, reconciler
+        self.stopping = stop
         self.ring = ring
         self.stuck_after = stuck_after  # seconds in one reconcile before /healthz calls a worker stuck
         self.threads: list[threading.Thread] = []
@@ -51,6 +53,18 @@ class Workers:
             thread.start()
             self.threads.append(thread)
 
+    def stop(self, deadline: float) -> bool:
+        """Take no more keys; wait until ``deadline`` for the runs in progress. True if all ended."""
+        self.stopping.set()
+        self.queue.shutdown()
+        finished = self.join(deadline)
+        if not finished:
+            log.warning("graceful shutdown timeout reached; abandoning running reconciles")
+        return finished
+
+    def ready(self) -> tuple[bool, str]:
+        return self.alive()
+
     def join(self, deadline: float) -> bool:
         """Wait until ``deadline`` (monotonic) for the workers to end; True if all did."""
         for thread in self.threads:
@@ -59,7 +73,7 @@ class Workers:
 
     def _work(self) -> None:
         name = threading.current_thread().name
-        while not self.stop.is_set():
+        while not self.stopping.is_set():
             key = self.queue.get(timeout=1.0)
             if key is None:
                 continue
@@ -137,7 +151,7 @@ class Workers:
 
     def alive(self) -> tuple[bool, str]:
         dead = [t.name for t in self.threads if not t.is_alive()]
-        if dead and not self.stop.is_set():
+        if dead and not self.stopping.is_set():
             return False, "workers died: " + ", ".join(dead)
         now = time.monotonic()
         stuck = [name for name, since in list(self._busy_since.items()) if now - since > self.stuck_after]
