@@ -20,6 +20,7 @@ from hybrid_operator.kube.client import ApiError, KubeObject, Resource
 from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.owners import Owner
 from hybrid_operator.kube.patching import merge_patch
+from hybrid_operator.proxy.confining import ANYWHERE, Reach
 
 
 class FakeClock:
@@ -78,7 +79,9 @@ class FakeKube:
             raise answer
         return answer
 
-    def request(self, method: str, path: str, *, query: Any = None, timeout: Any = None) -> KubeObject:
+    def request(
+        self, method: str, path: str, *, query: Any = None, timeout: Any = None, max_bytes: Any = None
+    ) -> KubeObject:
         self.listed.append(path)
         answer = self.lists.get(path, {"metadata": {"resourceVersion": "1"}, "items": []})
         if isinstance(answer, ApiError):
@@ -194,6 +197,7 @@ class FakeProxy:
         self.max_stream_seconds = max_stream_seconds
         self.started = self.stopped = False
         self.granted: dict[str, Owner] = {}
+        self.reach: dict[str, Reach] = {}
         self.revoked: list[str] = []
 
     def start(self) -> None:
@@ -202,8 +206,9 @@ class FakeProxy:
     def stop(self) -> None:
         self.stopped = True
 
-    def kubeconfig_for(self, owner: Owner, run_id: str) -> str:
+    def kubeconfig_for(self, owner: Owner, run_id: str, reach: Reach = ANYWHERE) -> str:
         self.granted[run_id] = owner
+        self.reach[run_id] = reach
         return f"token-for-{run_id}"
 
     def revoke(self, run_id: str) -> None:

@@ -6,6 +6,12 @@ resourceVersion it saw when a stream ends or the network fails (with capped back
 the server answers 410 Gone. On a re-list it reports the differences (objects gone meanwhile come out as
 DELETED). Every change goes to ``on_event(type, old, new)``; the store is never mutated in place, so the
 objects handed out stay as they were read.
+
+What is kept of each object is what ``keep`` returns for it (the object itself by default): the watched
+kinds keep only a small stub of an object over the entry bound (``objects.bounded``), so a tenant's huge
+object costs its decoding once, not its size for as long as it exists. A list page whose body passes
+``MAX_PAGE_BYTES`` is asked for again in smaller pages before it is decoded (decoding costs many times the
+body's size), down to one object a page.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hybrid_operator import metrics
-from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
+from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource, TooLarge
 from hybrid_operator.kube.objects import key_of, meta_of, resource_version_of
 
 log = logging.getLogger(__name__)
@@ -26,6 +32,7 @@ log = logging.getLogger(__name__)
 WATCH_SECONDS = 35  # the server ends each watch after 25-35 s
 READ_TIMEOUT = 45  # seconds without a byte before a watch connection is taken for dead
 STALE_AFTER = 120  # seconds without progress before /readyz says so
+MAX_PAGE_BYTES = 4 << 20  # a list page's body past which it is asked for again in smaller pages
 
 EventHandler = Callable[[str, KubeObject | None, KubeObject], None]
 
@@ -41,6 +48,7 @@ class Informer:
         label_selector: str = "",
         page_size: int = 500,
         backoff_cap: float = 30.0,
+        keep: Callable[[KubeObject], KubeObject] | None = None,
     ) -> None:
         self.kube = kube
         self.resource = resource
@@ -49,6 +57,7 @@ class Informer:
         self.page_size = page_size
         self.backoff_cap = backoff_cap
         self.on_event = on_event
+        self.keep = keep or (lambda obj: obj)
         self.synced = threading.Event()
         self._store: dict[tuple[str, str], KubeObject] = {}
         self._lock = threading.Lock()
@@ -157,20 +166,28 @@ class Informer:
     def _relist(self) -> None:
         fresh: dict[tuple[str, str], KubeObject] = {}
         token = ""
+        limit = self.page_size
         while True:
-            page = self.kube.request(
-                "GET",
-                self.resource.path(self.namespace or None),
-                query={"limit": self.page_size, "continue": token, "labelSelector": self.label_selector},
-                timeout=60,
-            )
+            try:
+                page = self.kube.request(
+                    "GET",
+                    self.resource.path(self.namespace or None),
+                    query={"limit": limit, "continue": token, "labelSelector": self.label_selector},
+                    timeout=60,
+                    max_bytes=MAX_PAGE_BYTES if limit > 1 else None,
+                )
+            except TooLarge:
+                limit = max(1, limit // 4)  # the same page again, fewer objects at a time
+                continue
             for item in page.get("items", []):
                 item.setdefault("apiVersion", self.resource.gvk.api_version)
                 item.setdefault("kind", self.resource.gvk.kind)
-                fresh[key_of(item)] = item
+                fresh[key_of(item)] = self.keep(item)
+            page.pop("items", None)  # what was not kept is freed before the next page
             token = meta_of(page).get("continue") or ""
             if not token:
                 break
+            limit = self.page_size
         with self._lock:
             old_store, self._store = self._store, fresh
             self._rv = resource_version_of(page)
@@ -213,6 +230,7 @@ class Informer:
             self._apply(str(event_type), obj)
 
     def _apply(self, event_type: str, obj: KubeObject) -> None:
+        obj = self.keep(obj)
         key = key_of(obj)
         with self._lock:  # the store and its resourceVersion change together (``snapshot`` reads both)
             self._rv = resource_version_of(obj) or self._rv

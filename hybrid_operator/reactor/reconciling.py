@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import secrets
 import threading
 from collections.abc import Callable, Mapping
@@ -48,6 +47,7 @@ from hybrid_operator.kube.objects import (
     uid_of,
 )
 from hybrid_operator.kube.owners import Owner
+from hybrid_operator.proxy.confining import ANYWHERE, Reach
 from hybrid_operator.proxy.server import ApiProxy
 from hybrid_operator.reactor import admitting
 from hybrid_operator.reactor import status as status_mod
@@ -57,8 +57,7 @@ from hybrid_operator.settings.watches import Watch
 
 log = logging.getLogger(__name__)
 
-REASON_TIMED_OUT = "RunTimedOut"  # the failure reason a run stopped at --run-timeout counts under
-_LABEL_REASON = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
+MIN_REQUEUE = 1.0  # seconds: the least requeue_after a role gets, as the reconcile-period annotation's floor
 OWNER_ENV = "HYBRID_OPERATOR_OWNER"  # tells the hybrid_operator.util plugins which object this run is for
 
 
@@ -73,6 +72,8 @@ class KindContext:
     verbosity: int = 2
     on_event: Callable[[dict[str, Any]], None] | None = None  # each run's events, as they arrive
     log_failed_output: bool = True  # log a failed run's task output (not under --ansible-log-events=nothing)
+    max_entries: int = admitting.DEFAULT_MAX_ENTRIES  # --max-object-entries
+    confine_runs: bool = False  # --run-namespaces: a run reaches its object's namespace and runNamespaces only
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class Outcome:
     """What the worker does with the key next."""
 
     succeeded: bool
-    requeue_after: float | None = None  # None: do not come back unless the object changes
+    requeue_after: float | None = None  # None: do not come back unless the object changes; 0: ours, at once
     retry: bool = False  # requeue with backoff
     refused: str = ""  # the reason the object was not run (admitting), if it was not
     reason: str = ""  # why it did not succeed (the Failure reason written, RunTimedOut, the refusal's)
@@ -105,6 +106,7 @@ class Reconciler:
         # has delivered that write, and must not run on the status from before it.
         self._written: dict[Key, KubeObject] = {}
         self._written_lock = threading.Lock()
+        self._floored: set[Key] = set()  # objects whose role asked for a requeue under MIN_REQUEUE (logged once)
         # Per-run kubeconfigs hold the proxy's secret: a private dir, never the artifacts; gone at close().
         self._scratch = TempDir("hybrid-operator-runs-")
         self._kubeconfigs = self._scratch.path
@@ -153,9 +155,8 @@ class Reconciler:
         request = self._request(ctx, obj, deleting, settings)
         with logs.bind(run_id=request.run_id):
             result = self._run(key, request, show_output=ctx.log_failed_output)
-        generation = generation_of(obj)
-        patch = status_mod.final_status(obj, result, manage_status=ctx.watch.manage_status, generation=generation)
-        return Rehearsal(result, patch)
+        verdict = status_mod.verdict(obj, result, manage_status=ctx.watch.manage_status)
+        return Rehearsal(result, verdict.status(obj))
 
     def _admit(self, ctx: KindContext, obj: KubeObject) -> RunSettings:
         watch = ctx.watch
@@ -166,6 +167,7 @@ class Reconciler:
             snake_case=watch.snake_case_parameters,
             ansible=reservations,
             defaults=RunSettings(ctx.reconcile_period, ctx.verbosity, watch.max_runner_artifacts),
+            max_entries=ctx.max_entries,
         )
 
     def _run(self, key: Key, request: RunRequest, *, show_output: bool = True) -> RunResult:
@@ -226,7 +228,7 @@ class Reconciler:
             path = self._kubeconfigs / f"{run_id}.kubeconfig"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as handle:
-                handle.write(self.proxy.kubeconfig_for(Owner(**owner), run_id))
+                handle.write(self.proxy.kubeconfig_for(Owner(**owner), run_id, _reach(ctx, obj)))
             env["KUBECONFIG"] = env["K8S_AUTH_KUBECONFIG"] = str(path)
         return RunRequest(
             run_id=run_id,
@@ -250,35 +252,51 @@ class Reconciler:
         self, key: Key, ctx: KindContext, before: KubeObject, result: RunResult, deleting: bool, period: float
     ) -> Outcome:
         watch = ctx.watch
+        verdict = status_mod.verdict(before, result, manage_status=watch.manage_status)
         fresh = self._fresh(ctx, before)
         if fresh is None:
             # Deleted while we ran: nothing left to report.
-            return Outcome(succeeded=result.succeeded, reason=_failure_reason(result))
-        if deleting and result.succeeded and watch.finalizer is not None:
+            return Outcome(succeeded=verdict.succeeded, reason=verdict.metric_reason)
+        if deleting and verdict.succeeded and watch.finalizer is not None:
             self._record_role_events(fresh, result)
             patching.remove_finalizer(self.kube, ctx.resource, fresh, watch.finalizer.name)
             return Outcome(succeeded=True)
-        seen = generation_of(before)
-
-        def final(cur: KubeObject) -> dict[str, Any]:
-            return status_mod.final_status(cur, result, manage_status=watch.manage_status, generation=seen)
-
-        written = self._write_status(ctx, fresh, final)
+        written = self._write_status(ctx, fresh, verdict.status)
         with self._written_lock:
             if written is not None:
                 self._written[key] = written
         self._record_role_events(fresh, result)
-        if not result.succeeded:
-            reason = status_mod.failure_reason(result)
-            self.recorder.record(fresh, "Warning", reason, status_mod.failure_text(result))
-            return Outcome(succeeded=False, retry=True, reason=_failure_reason(result))
-        if status_mod.last_failed(before):
+        if not verdict.succeeded:
+            self.recorder.record(fresh, "Warning", verdict.reason, verdict.text)
+            return Outcome(succeeded=False, retry=True, reason=verdict.metric_reason)
+        if verdict.recovered:
             self.recorder.record(fresh, "Normal", "Recovered", "Reconciliation succeeded after earlier failures")
         started_deleting = not deleting and is_deleting(fresh)
         if started_deleting and watch.finalizer is not None:
             return Outcome(succeeded=True, requeue_after=0)  # deleted during the run: run the finalizer now
-        after = [v for v in (result.requeue_after, period or None) if v is not None]
+        after = [v for v in (self._requeue_floor(key, result.requeue_after), period or None) if v is not None]
         return Outcome(succeeded=True, requeue_after=min(after) if after else None)
+
+    def _requeue_floor(self, key: Key, requested: float | None) -> float | None:
+        """A role's ``requeue_after``, at least ``MIN_REQUEUE`` seconds: ``"0s"`` from a spec field once looped an
+        object 65 times in 30 s for as long as it existed. Said once per object, not at every loop."""
+        if requested is None or requested >= MIN_REQUEUE:
+            return requested
+        with self._written_lock:
+            first = key not in self._floored
+            if first:
+                if len(self._floored) >= 10_000:
+                    self._floored.clear()
+                self._floored.add(key)
+        if first:
+            log.warning(
+                "the role asked to run %s again after %.3gs; running it again after %ss, the least allowed",
+                key,
+                requested,
+                MIN_REQUEUE,
+                extra={"fields": {"kind": key.gvk, "namespace": key.namespace, "name": key.name}},
+            )
+        return MIN_REQUEUE
 
     def _newest(self, key: Key, cached: KubeObject | None) -> KubeObject | None:
         """The cached object, or our own later write of it if the watch has not caught up yet."""
@@ -320,6 +338,14 @@ class Reconciler:
     def _record_role_events(self, obj: KubeObject, result: RunResult) -> None:
         for event in result.events:
             self.recorder.record(obj, event.type, event.reason, event.message)
+
+
+def _reach(ctx: KindContext, obj: KubeObject) -> Reach:
+    """Where the run of ``obj`` may send requests: confined, its namespace and the watch's runNamespaces."""
+    if not ctx.confine_runs:
+        return ANYWHERE
+    own = {namespace_of(obj)} - {""}
+    return Reach(frozenset(own | ctx.watch.run_namespaces))
 
 
 def _resource_version(obj: KubeObject) -> int:
@@ -373,17 +399,3 @@ def _log_tolerated(key: Key, result: RunResult) -> None:
         log.warning(
             "%d more task failures let pass by the role in this run, not logged", unlisted, extra={"fields": base}
         )
-
-
-def _failure_reason(result: RunResult) -> str:
-    """The reason a failed run counts under in ``hybrid_operator_reconcile_failures_total`` ("" if it succeeded).
-
-    A role may write any reason; a metric label must stay few and short, so one that is not a short
-    CamelCase word counts as Failed.
-    """
-    if result.succeeded:
-        return ""
-    if result.timed_out:
-        return REASON_TIMED_OUT
-    reason = status_mod.failure_reason(result)
-    return reason if _LABEL_REASON.fullmatch(reason) else status_mod.REASON_FAILED

@@ -146,6 +146,7 @@ def start_operator(
     wait_ready: bool = True,
     default_artifacts: bool = False,  # no --runner-artifacts-dir: the operator's default
     cwd: Path = ROOT,
+    wrapper: tuple[str, ...] = (),  # a command that execs the operator's argv it is given (a cgroup's, say)
 ) -> OperatorProcess:
     """The operator as a real process on a watches.yaml, its log and artifacts under workdir."""
     health, metrics = free_port(), free_port()
@@ -154,6 +155,7 @@ def start_operator(
     workdir.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, "KUBECONFIG": kubeconfig, **(env or {})}
     cmd = [
+        *wrapper,
         str(Path(sys.executable).parent / "hybrid-operator"),
         "run",
         "--watches-file",

@@ -2,7 +2,7 @@
 
 Each test drives one fault against the real API server (or the bed's own components: the API server
 restarted or killed, etcd compacted and restarted) or the operator itself (SIGKILL mid-burst), asserts the
-recovery, and prints the figure the README's Reliability table quotes (run with ``-s`` to see it). The
+recovery, and prints the figure the Reliability page's table quotes (run with ``-s`` to see it). The
 tests that stop the bed's components run only on the local test bed, never on a cluster of the user's.
 """
 

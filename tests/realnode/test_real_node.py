@@ -23,6 +23,7 @@ pytestmark = pytest.mark.realnode
 
 SYSTEM = "hybrid-operator-system"
 TENANT = "hybrid-operator-tenant"
+FOOS = "foos.samplecontroller.k8s.io"  # named with the group: another project's Foo may be installed too
 IMAGE = "docker.io/library/hybrid-operator:latest"  # deploy/manager's hybrid-operator:latest, as the kubelet names it
 
 
@@ -53,7 +54,7 @@ def operator(kubectl: Kubectl, real_node: dict[str, Any]) -> Iterator[dict[str, 
         # namespace for 30 s, and a grace period once started (the garbage collector's, when the Foo goes)
         # is not shortened by a later delete. So the Foo and its Deployment go without their dependents,
         # then the pods with a grace of 1 s, then the rest of deploy/.
-        kubectl("-n", TENANT, "delete", "foo", "--all", "--cascade=orphan", check=False)
+        kubectl("-n", TENANT, "delete", FOOS, "--all", "--cascade=orphan", check=False)
         kubectl("-n", TENANT, "delete", "deployment,replicaset", "--all", "--cascade=orphan", check=False)
         kubectl("-n", TENANT, "delete", "service,pod", "--all", "--grace-period=1", check=False)
         kubectl("delete", "-k", str(ROOT / "deploy"), "--ignore-not-found", "--timeout=120s", timeout=150)
@@ -63,11 +64,11 @@ def operator(kubectl: Kubectl, real_node: dict[str, Any]) -> Iterator[dict[str, 
 def foo_pod(kubectl: Kubectl, operator: dict[str, Any]) -> dict[str, Any]:
     """deploy/samples/foo.yaml converged Successful; the Running pod of its Deployment."""
     kubectl("-n", TENANT, "apply", "-f", str(ROOT / "deploy" / "samples" / "foo.yaml"))
-    kubectl("-n", TENANT, "wait", "--for=condition=Successful", "foo/example-foo", "--timeout=120s", timeout=150)
+    kubectl("-n", TENANT, "wait", "--for=condition=Successful", f"{FOOS}/example-foo", "--timeout=120s", timeout=150)
     kubectl("-n", TENANT, "rollout", "status", "deployment/example-foo", "--timeout=120s", timeout=150)
 
     def available() -> bool:
-        foo = get_json(kubectl, "-n", TENANT, "foo/example-foo")
+        foo = get_json(kubectl, "-n", TENANT, f"{FOOS}/example-foo")
         return bool(foo.get("status", {}).get("availableReplicas") == 1)
 
     wait_until(available, 60, "the Foo to report availableReplicas 1")

@@ -48,6 +48,7 @@ pytestmark = pytest.mark.realnode
 
 SYSTEM = "hybrid-operator-system"
 TENANT = "hybrid-operator-tenant"
+FOOS = "foos.samplecontroller.k8s.io"  # named with the group: another project's Foo may be installed too
 MANAGER = "app.kubernetes.io/name=hybrid-operator,app.kubernetes.io/component=manager"
 LEASE_DURATION = 15.0  # the leader Lease's (kube/leases.py: upstream's timing)
 FOO_API = "samplecontroller.k8s.io/v1alpha1"
@@ -86,7 +87,7 @@ def wait_converged(kubectl: Kubectl, names: list[str], timeout: float) -> dict[s
     """Every Foo of ``names`` Successful, for its current generation; the Foos by name."""
 
     def done() -> dict[str, dict[str, Any]] | None:
-        foos = {f["metadata"]["name"]: f for f in get_json(kubectl, "-n", TENANT, "foos")["items"]}
+        foos = {f["metadata"]["name"]: f for f in get_json(kubectl, "-n", TENANT, FOOS)["items"]}
         ok = all(
             n in foos
             and successful(foos[n])
@@ -113,7 +114,7 @@ def assert_one_deployment_each(kubectl: Kubectl, foos: dict[str, dict[str, Any]]
 
 def delete_foos(kubectl: Kubectl) -> None:
     """The Foos, their Deployments and pods, fast: see test_real_node.py's operator fixture for why."""
-    kubectl("-n", TENANT, "delete", "foo", "--all", "--cascade=orphan", check=False)
+    kubectl("-n", TENANT, "delete", FOOS, "--all", "--cascade=orphan", check=False)
     kubectl("-n", TENANT, "delete", "deployment,replicaset", "--all", "--cascade=orphan", check=False)
     kubectl("-n", TENANT, "delete", "pod", "--all", "--grace-period=1", "--wait=false", check=False)
 
@@ -386,7 +387,7 @@ def test_sharded_overlay_splits_the_foos_hands_a_deleted_pods_over_and_never_run
         kubectl("-n", SYSTEM, "delete", "pod", victim, "--wait=false")
         deleted = time.time()
         for name in orphans:
-            kubectl("-n", TENANT, "patch", "foo", name, "--type=merge", "-p", '{"spec":{"replicas":2}}')
+            kubectl("-n", TENANT, "patch", FOOS, name, "--type=merge", "-p", '{"spec":{"replicas":2}}')
         foos = wait_converged(kubectl, orphans, 120)
         took = time.time() - deleted
         followers[victim].proc.wait(60)  # its log is complete once its container has exited

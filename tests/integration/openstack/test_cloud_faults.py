@@ -6,7 +6,8 @@ Each test creates a VirtualMachine while the fault is on and asserts what a pers
 condition and a Warning Event whose words say what went wrong, and no credential (the password, a token)
 in the status, the Events or the operator's log. Then the fault clears: the VirtualMachine converges with
 exactly one server, and its deletion leaves no server in the cloud (checked straight against the cloud,
-not through the proxy). The figures the README's Reliability table quotes are printed (run with ``-s``).
+not through the proxy). The figures the Reliability page's table quotes (docs/operating/reliability.md) are
+printed (run with ``-s``).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ afterwards (status, finalizers), the Events recorded, whether a run happened and
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import stat
@@ -24,10 +25,11 @@ from hybrid_operator.errors import TemporaryError
 from hybrid_operator.kube.client import ApiError, KubeObject, Resource
 from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.owners import Owner
+from hybrid_operator.proxy.confining import ANYWHERE, Reach
 from hybrid_operator.reactor import reconciling
 from hybrid_operator.reactor.annotations import RECONCILE_PERIOD
 from hybrid_operator.reactor.queueing import Key
-from hybrid_operator.reactor.reconciling import OWNER_ENV, KindContext, Outcome, Reconciler
+from hybrid_operator.reactor.reconciling import MIN_REQUEUE, OWNER_ENV, KindContext, Outcome, Reconciler
 from hybrid_operator.settings.watches import Finalizer, Target, Watch
 from tests.fakes import FakeExecutor, FakeKube, FakeProxy
 
@@ -294,6 +296,18 @@ def test_requeue_after_is_the_sooner_of_the_role_and_the_period(
     assert world.reconcile(period=period) == Outcome(succeeded=True, requeue_after=expected)
 
 
+@pytest.mark.parametrize("role_after", [0.0, 0.001, 0.999])
+def test_a_requeue_under_a_second_is_raised_to_one_and_said_once(
+    world: World, role_after: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    world.kube.put(cr())
+    world.executor.results = [RunResult(run_id=f"r{i}", ok=1, requeue_after=role_after) for i in range(3)]
+    outcomes = [world.reconcile(period=0.0) for _ in range(3)]
+    assert outcomes == [Outcome(succeeded=True, requeue_after=MIN_REQUEUE)] * 3
+    said = [r for r in caplog.records if "the least allowed" in r.getMessage()]
+    assert len(said) == 1 and said[0].fields["name"] == "mc"  # type: ignore[attr-defined]
+
+
 def test_an_annotated_period_overrides_the_default(world: World) -> None:
     world.kube.put(cr(annotations={RECONCILE_PERIOD: "2m"}))
     assert world.reconcile(period=3600.0).requeue_after == 120.0
@@ -466,6 +480,27 @@ def test_each_run_gets_a_private_kubeconfig_revoked_and_removed_when_it_ends(wor
     assert modes == [0o600]
     assert proxy.granted[request.run_id] == Owner("cache.example.com/v1alpha1", "Memcached", "mc", "ns", "uid-1")
     assert proxy.revoked == [request.run_id]
+
+
+@pytest.mark.parametrize(
+    ("confine", "extra", "reach"),
+    [(False, frozenset(), ANYWHERE), (True, frozenset(), Reach(frozenset({"ns"}))), (True, {"ops"}, None)],
+)
+def test_a_run_reaches_what_run_namespaces_says(
+    world: World, confine: bool, extra: frozenset[str], reach: Reach | None
+) -> None:
+    proxy = FakeProxy()
+    reconciler = Reconciler(world.kube, world.executor, world.recorder, proxy)  # type: ignore[arg-type]
+    world.kube.put(cr())
+    ctx = dataclasses.replace(
+        world.ctx(dataclasses.replace(watch(), run_namespaces=frozenset(extra))), confine_runs=confine
+    )
+    try:
+        reconciler.reconcile(KEY, ctx)
+    finally:
+        reconciler.close()
+    [request] = world.executor.requests
+    assert proxy.reach[request.run_id] == (reach or Reach(frozenset({"ns", "ops"})))
 
 
 def test_a_crashed_run_still_revokes_its_token_and_removes_its_kubeconfig(world: World) -> None:
