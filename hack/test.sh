@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this):
-#   lint and types -> unit tests -> integration tests on a real API server -> the images (built by
+#   lint and types -> unit tests -> integration tests on a real API server (side by side on pytest-xdist
+#   workers, then the serial ones) -> the images (built by
 #   hack/build-image.sh, run on the test bed) -> the real node (hack/test-realnode.sh: deploy/ on a bed
 #   with a real kubelet and containerd) -> Molecule (default scenario)
 #   -> the other supported ansible-core minors -> the canary (newest ansible-core; never fails CI)
@@ -14,7 +15,7 @@
 # cannot be built, the run fails. The real-node step needs root on Debian and the image;
 # HYBRID_OPERATOR_SKIP_REALNODE=1 skips it, saying so. The matrix and the canary are hack/test-matrix.sh;
 # HYBRID_OPERATOR_SKIP_MATRIX=1 skips both. Each step's time is printed at the end.
-#   hack/test.sh [pytest args...]
+#   hack/test.sh [pytest args...]   (given to each pytest part)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -35,6 +36,23 @@ step() {
 # shellcheck source=hack/lib/prometheus.sh
 . "$root/hack/lib/prometheus.sh"
 
+started_bed=0 started_cloud=0
+cleanup() {
+  if [ -z "${HYBRID_OPERATOR_KEEP_TESTBED:-}" ]; then
+    if [ "$started_bed" = 1 ]; then hack/local-cluster.sh down || true; fi
+    if [ "$started_cloud" = 1 ] && [ "${LOCAL_CLOUD_KEEP:-}" != 1 ]; then hack/local-cloud.sh down >/dev/null 2>&1 || true; fi
+  fi
+}
+trap cleanup EXIT
+# The local OpenStack comes up in the background (a minute of its own, mostly beside the lint), unless a
+# cloud of the user's is named; the OpenStack tests' session fixture finds it running and leaves it to us.
+cloud_log=$(mktemp)
+if [ -z "${HYBRID_OPERATOR_SKIP_CLOUD:-}${OS_CLOUD:-}${OS_CLIENT_CONFIG_FILE:-}" ] && ! hack/local-cloud.sh status >/dev/null 2>&1; then
+  hack/local-cloud.sh up >"$cloud_log" 2>&1 &
+  cloud_pid=$!
+  started_cloud=1
+fi
+
 step "lint: ruff, mypy, yamllint, ansible-lint, hadolint, shellcheck, CRDs from the roles, the docs site, alert rules"
 ruff check .
 ruff format --check .
@@ -53,23 +71,6 @@ hack/docs.sh >/dev/null
 ensure_prometheus
 promtool check rules deploy/prometheus/rules.yaml
 promtool test rules tests/prometheus/rules_test.yaml
-
-started_bed=0 started_cloud=0
-cleanup() {
-  if [ -z "${HYBRID_OPERATOR_KEEP_TESTBED:-}" ]; then
-    if [ "$started_bed" = 1 ]; then hack/local-cluster.sh down || true; fi
-    if [ "$started_cloud" = 1 ] && [ "${LOCAL_CLOUD_KEEP:-}" != 1 ]; then hack/local-cloud.sh down >/dev/null 2>&1 || true; fi
-  fi
-}
-trap cleanup EXIT
-# The local OpenStack comes up meanwhile (a minute of its own), unless a cloud of the user's is named; the
-# OpenStack tests' session fixture finds it running and leaves it to us.
-cloud_log=$(mktemp)
-if [ -z "${HYBRID_OPERATOR_SKIP_CLOUD:-}${OS_CLOUD:-}${OS_CLIENT_CONFIG_FILE:-}" ] && ! hack/local-cloud.sh status >/dev/null 2>&1; then
-  hack/local-cloud.sh up >"$cloud_log" 2>&1 &
-  cloud_pid=$!
-  started_cloud=1
-fi
 
 if [ -z "${KUBECONFIG:-}" ]; then
   step "local Kubernetes test bed"
