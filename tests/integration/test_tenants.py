@@ -153,7 +153,7 @@ def test_runs_that_hang_in_one_namespace_do_not_hold_every_worker(
 ) -> None:
     """Two objects whose runs hang take both workers (2); the other tenant's new object runs on a spare
     lane once they have hung for 10 s, instead of waiting for the 10-minute run timeout."""
-    op = tenants("--max-concurrent-reconciles", "2")
+    tenants("--max-concurrent-reconciles", "2")
     for i in range(3):
         attacker.create(GROUP, VERSION, PLURAL, tenant_obj(f"hang-{i}", hangSeconds=300))
     time.sleep(5)  # two of them taken by the two workers, and hanging
