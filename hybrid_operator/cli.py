@@ -156,7 +156,8 @@ def _check_porting(watches: list[Any], watches_file: Path, *, strict: bool) -> i
     if findings:
         more = f" ({len(findings) - len(shown)} not shown)" if len(findings) > len(shown) else ""
         print(
-            f"{len(findings)} place(s){more} that ansible-core 2.19+ reads differently from 2.18: see {porting.PAGE}",
+            f"{len(findings)} place(s){more} a role may not do what it means (on ansible-core 2.19+, or with a "
+            f"spec key of that name): see {porting.PAGE}",
             file=sys.stderr,
         )
     return 1 if findings and strict else 0
