@@ -73,3 +73,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         weight[group] = weight.get(group, 0) + (item.get_closest_marker("integration") is not None)
     order = {group: rank for rank, group in enumerate(sorted(weight, key=lambda g: -weight[g]))}
     items.sort(key=lambda item: order[group_of(item.nodeid)])
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_as_it_was() -> Any:
+    """``logs.setup`` (a test running ``cli.main``, say) points the root logger at the stderr pytest gave
+    that test, which pytest closes after it: every later log line of the process would then end in a
+    "Logging error" traceback. Each test leaves the root logger's handlers and level as it found them."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
