@@ -79,12 +79,15 @@ class _Entry:
 
 class Loop:
     """A function running in a thread of its own until stopped: ``target(stopping)`` returns soon after
-    ``stopping`` is set. A ``Runnable``; what owns it calls ``start`` and ``stop``."""
+    ``stopping`` is set. A ``Runnable``; what owns it calls ``start`` and ``stop``. ``stopping``: an event
+    of the owner's, when setting it once is to stop many loops (its informers)."""
 
-    def __init__(self, name: str, target: Callable[[threading.Event], None]) -> None:
+    def __init__(
+        self, name: str, target: Callable[[threading.Event], None], stopping: threading.Event | None = None
+    ) -> None:
         self.name = name
         self.target = target
-        self.stopping = threading.Event()
+        self.stopping = threading.Event() if stopping is None else stopping
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # one thread, whoever starts it first
 

@@ -12,6 +12,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -79,6 +80,15 @@ class ApiError(TemporaryError):
         return self.status in (0, 408, 429) or self.status >= 500
 
 
+class TooLarge(Exception):
+    """An answer longer than the caller would decode (``Kube.request``'s ``max_bytes``)."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"the answer has {size} bytes, more than the {limit} asked for")
+        self.size = size
+        self.limit = limit
+
+
 @dataclass(frozen=True)
 class Resource:
     gvk: GVK
@@ -121,6 +131,13 @@ def context_namespace(kubeconfig: str | None) -> str:
     return str((current or {}).get("context", {}).get("namespace") or "default")
 
 
+_REDISCOVER = 10.0  # seconds before a plural discovery did not list is asked about again
+
+
+def _by_plural(resources: Mapping[str, Resource] | None, plural: str) -> Resource | None:
+    return next((r for r in (resources or {}).values() if r.plural == plural), None)
+
+
 def _retry_after(raw: str | None) -> float | None:
     """Retry-After in seconds (the API server sends whole seconds), bounded to an hour."""
     if raw is None or not raw.strip().isdigit():
@@ -134,6 +151,7 @@ class Kube:
     def __init__(self, api: k8s_client.ApiClient) -> None:
         self.api = api
         self._discovery: dict[tuple[str, str], dict[str, Resource]] = {}
+        self._discovered: dict[tuple[str, str], float] = {}  # when each document was last asked for
         self._lock = threading.Lock()
 
     @classmethod
@@ -169,29 +187,49 @@ class Kube:
 
     def resource(self, gvk: GVK) -> Resource:
         """kind -> plural and scope, from the API's discovery document (cached)."""
-        key = (gvk.group, gvk.version)
         with self._lock:
-            cached = self._discovery.get(key)
+            cached = self._discovery.get((gvk.group, gvk.version))
         if cached is None or gvk.kind not in cached:
-            path = f"/apis/{gvk.group}/{gvk.version}" if gvk.group else f"/api/{gvk.version}"
-            doc = self.request("GET", path)
-            cached = {}
-            for item in doc.get("resources", []):
-                if "/" in item.get("name", ""):
-                    continue  # subresources
-                verbs = item.get("verbs")
-                found = Resource(
-                    GVK(gvk.group, gvk.version, item["kind"]),
-                    item["name"],
-                    bool(item["namespaced"]),
-                    persisted=isinstance(verbs, list) and {"get", "list", "watch"} <= set(verbs),
-                )
-                cached[item["kind"]] = found
-            with self._lock:
-                self._discovery[key] = cached
+            cached = self._discover(gvk.group, gvk.version)
         if gvk.kind not in cached:
             raise ApiError(404, f"the API server does not serve {gvk} (is its CRD installed?)")
         return cached[gvk.kind]
+
+    def namespaced(self, group: str, version: str, plural: str) -> bool | None:
+        """Whether the resource served as ``plural`` in that group version is namespaced; None when discovery
+        does not list it (then asked again at most every ``_REDISCOVER`` seconds: the plural comes from
+        whatever path a run sent)."""
+        with self._lock:
+            cached = self._discovery.get((group, version))
+            fresh = time.monotonic() - self._discovered.get((group, version), -_REDISCOVER) < _REDISCOVER
+        found = _by_plural(cached, plural)
+        if found is None and not fresh:
+            try:
+                found = _by_plural(self._discover(group, version), plural)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+        return None if found is None else found.namespaced
+
+    def _discover(self, group: str, version: str) -> dict[str, Resource]:
+        """The group version's discovery document, read now: kind -> its resource."""
+        with self._lock:
+            self._discovered[(group, version)] = time.monotonic()
+        doc = self.request("GET", f"/apis/{group}/{version}" if group else f"/api/{version}")
+        found: dict[str, Resource] = {}
+        for item in doc.get("resources", []):
+            if "/" in item.get("name", ""):
+                continue  # subresources
+            verbs = item.get("verbs")
+            found[item["kind"]] = Resource(
+                GVK(group, version, item["kind"]),
+                item["name"],
+                bool(item["namespaced"]),
+                persisted=isinstance(verbs, list) and {"get", "list", "watch"} <= set(verbs),
+            )
+        with self._lock:
+            self._discovery[(group, version)] = found
+        return found
 
     # -- requests --------------------------------------------------------------------------------------
 
@@ -204,12 +242,17 @@ class Kube:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float | tuple[float, float] | None = 30,
+        max_bytes: int | None = None,
     ) -> KubeObject:
+        """The decoded answer; with ``max_bytes``, ``TooLarge`` instead when the body is longer (decoding
+        costs many times the body's size in memory, so a caller that can ask for less does)."""
         response = self._raw(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
         try:
             data = response.data
         finally:
             response.release_conn()
+        if max_bytes is not None and len(data) > max_bytes:
+            raise TooLarge(len(data), max_bytes)
         return jsondecoding.loads(data) if data else {}
 
     def stream(self, path: str, query: Mapping[str, Any], timeout: float) -> Iterator[dict[str, Any]]:

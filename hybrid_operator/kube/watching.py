@@ -7,6 +7,12 @@ resourceVersion it saw when a stream ends or the network fails (with capped back
 the server answers 410 Gone. On a re-list it reports the differences (objects gone meanwhile come out as
 DELETED). Every change goes to ``on_event(type, old, new)``; the store is never mutated in place, so the
 objects handed out stay as they were read.
+
+What is kept of each object is what ``keep`` returns for it (the object itself by default): the watched
+kinds keep only a small stub of an object over the entry bound (``objects.bounded``), so a tenant's huge
+object costs its decoding once, not its size for as long as it exists. A list page whose body passes
+``MAX_PAGE_BYTES`` is asked for again in smaller pages before it is decoded (decoding costs many times the
+body's size), down to one object a page.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hybrid_operator import metrics
-from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
+from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource, TooLarge
 from hybrid_operator.kube.objects import key_of, meta_of, resource_version_of
 from hybrid_operator.lifecycle import Loop
 
@@ -28,6 +34,7 @@ log = logging.getLogger(__name__)
 WATCH_SECONDS = 35  # the server ends each watch after 25-35 s
 READ_TIMEOUT = 45  # seconds without a byte before a watch connection is taken for dead
 STALE_AFTER = 120  # seconds without progress before /readyz says so
+MAX_PAGE_BYTES = 4 << 20  # a list page's body past which it is asked for again in smaller pages
 
 EventHandler = Callable[[str, KubeObject | None, KubeObject], None]
 
@@ -43,6 +50,8 @@ class Informer:
         label_selector: str = "",
         page_size: int = 500,
         backoff_cap: float = 30.0,
+        stopping: threading.Event | None = None,
+        keep: Callable[[KubeObject], KubeObject] | None = None,
     ) -> None:
         self.kube = kube
         self.resource = resource
@@ -51,6 +60,7 @@ class Informer:
         self.page_size = page_size
         self.backoff_cap = backoff_cap
         self.on_event = on_event
+        self.keep = keep or (lambda obj: obj)
         self.synced = threading.Event()
         self._store: dict[tuple[str, str], KubeObject] = {}
         self._lock = threading.Lock()
@@ -60,7 +70,8 @@ class Informer:
         self._progress = time.monotonic()  # last time a list, a watch or an event got through
         self._last_error = ""
         self._delivered = False  # the current (or last) watch handed on at least one event or bookmark
-        self._loop = Loop(f"watch-{resource.gvk.kind}-{namespace or 'all'}", self.run)
+        # ``stopping``: its owner's event, which stops all of the owner's informers at once.
+        self._loop = Loop(f"watch-{resource.gvk.kind}-{namespace or 'all'}", self.run, stopping)
 
     # -- the lifecycle ---------------------------------------------------------------------------------
 
@@ -127,7 +138,7 @@ class Informer:
                         continue
                     # Expired again before a single event since the last list: a full list per turn
                     # would hammer the API server, so wait as after a failure.
-                    delay = min(self.backoff_cap, 0.5 * 2**gone_in_a_row) * random.uniform(0.8, 1.2)
+                    delay = self._backoff(gone_in_a_row) * random.uniform(0.8, 1.2)
                     log.warning(
                         "watch expired %d times in a row without an event, listing again in %.1fs",
                         gone_in_a_row,
@@ -138,7 +149,7 @@ class Informer:
                     continue
                 failures = self._failed(str(exc))
                 metrics.WATCH_RESTARTS.labels(self._gvk, "error").inc()
-                delay = min(self.backoff_cap, 0.5 * 2**failures) * random.uniform(0.8, 1.2)
+                delay = self._backoff(failures) * random.uniform(0.8, 1.2)
                 log.warning("watch failed, retrying in %.1fs: %s", delay, exc, extra={"gvk": self._gvk})
                 stop.wait(delay)
             except Exception as exc:  # never let a watch thread die silently
@@ -146,7 +157,12 @@ class Informer:
                 metrics.WATCH_RESTARTS.labels(self._gvk, "error").inc()
                 log.exception("watch crashed, restarting", extra={"gvk": self._gvk})
                 need_list = True
-                stop.wait(min(self.backoff_cap, 0.5 * 2**failures))
+                stop.wait(self._backoff(failures))
+
+    def _backoff(self, in_a_row: int) -> float:
+        """Half a second, doubled each time in a row, up to the cap. The exponent stops growing long before
+        2**n would overflow a float (at 1,024 failures: the watch thread would die of the arithmetic)."""
+        return min(self.backoff_cap, 0.5 * 2.0 ** min(in_a_row, 64))
 
     def _failed(self, error: str) -> int:
         self._failures += 1
@@ -170,20 +186,28 @@ class Informer:
     def _relist(self) -> None:
         fresh: dict[tuple[str, str], KubeObject] = {}
         token = ""
+        limit = self.page_size
         while True:
-            page = self.kube.request(
-                "GET",
-                self.resource.path(self.namespace or None),
-                query={"limit": self.page_size, "continue": token, "labelSelector": self.label_selector},
-                timeout=60,
-            )
+            try:
+                page = self.kube.request(
+                    "GET",
+                    self.resource.path(self.namespace or None),
+                    query={"limit": limit, "continue": token, "labelSelector": self.label_selector},
+                    timeout=60,
+                    max_bytes=MAX_PAGE_BYTES if limit > 1 else None,
+                )
+            except TooLarge:
+                limit = max(1, limit // 4)  # the same page again, fewer objects at a time
+                continue
             for item in page.get("items", []):
                 item.setdefault("apiVersion", self.resource.gvk.api_version)
                 item.setdefault("kind", self.resource.gvk.kind)
-                fresh[key_of(item)] = item
+                fresh[key_of(item)] = self.keep(item)
+            page.pop("items", None)  # what was not kept is freed before the next page
             token = meta_of(page).get("continue") or ""
             if not token:
                 break
+            limit = self.page_size
         with self._lock:
             old_store, self._store = self._store, fresh
             self._rv = resource_version_of(page)
@@ -226,6 +250,7 @@ class Informer:
             self._apply(str(event_type), obj)
 
     def _apply(self, event_type: str, obj: KubeObject) -> None:
+        obj = self.keep(obj)
         key = key_of(obj)
         with self._lock:  # the store and its resourceVersion change together (``snapshot`` reads both)
             self._rv = resource_version_of(obj) or self._rv

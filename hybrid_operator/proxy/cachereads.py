@@ -14,8 +14,9 @@ such kinds from its cache too; ours does so only when the answer is provably the
   reads of it, and its LISTs of that kind and namespace, go to the API server for the rest of the run
   (``RunWrites``). The cache may not hold the write yet; the run that made it must never see it undone.
 
-Everything else is forwarded. A found object is answered exactly as the cache holds it (what the watch
-delivered, apiVersion and kind set), a missing one with the API server's NotFound Status.
+Everything else is forwarded, and so is a read that would meet what the informer kept of an object over
+``--max-object-entries`` (a stub, not the object). A found object is answered exactly as the cache holds
+it (what the watch delivered, apiVersion and kind set), a missing one with the API server's NotFound Status.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import threading
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from hybrid_operator.kube.objects import key_of, name_of
+from hybrid_operator.kube.objects import key_of, name_of, oversize_of
 from hybrid_operator.kube.watching import Informer
 
 _GROUP = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
@@ -184,12 +185,16 @@ class Caches:
             obj = informer.get(location.namespace, location.name)
             if obj is None:
                 return Answer(404, json.dumps(_not_found(informer, location.name)).encode())
+            if oversize_of(obj) is not None:
+                return None  # only a stub is kept of it: the API server has the object
             return Answer(200, json.dumps(obj).encode())
         objects, resource_version = informer.snapshot()
         items = sorted(
             (o for o in objects if not location.namespace or key_of(o)[0] == location.namespace),
             key=key_of,
         )
+        if any(oversize_of(o) is not None for o in items):
+            return None
         gvk = informer.resource.gvk
         listing = {
             "apiVersion": gvk.api_version,

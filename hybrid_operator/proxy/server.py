@@ -27,7 +27,6 @@ only after its token checked out (at most half of them for one run).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import re
@@ -41,7 +40,7 @@ from hybrid_operator import httpbounds, metrics
 from hybrid_operator.kube.client import ApiError, Kube
 from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.owners import Child, ChildHandler, Owner, inject_owner, owned_by_kind
-from hybrid_operator.proxy import accepting, cachereads, streaming, upgrading
+from hybrid_operator.proxy import accepting, cachereads, confining, streaming, upgrading
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +67,7 @@ class ApiProxy:
         head_deadline: float = 5.0,
         upstream_silence: float = 30.0,
         max_streams_per_run: int = 8,
-        max_stream_seconds: float = 600.0,
+        max_stream_seconds: float = 120.0,
     ) -> None:
         self.kube = kube
         self.inject = inject
@@ -91,6 +90,7 @@ class ApiProxy:
         )
         self.upgrades = upgrading.Upgrades(kube, self.streams, silence=upstream_silence)
         self._grants: dict[str, Owner] = {}  # token -> owner, for runs in progress only
+        self._reach: dict[str, confining.Reach] = {}  # token -> where that run's requests may go
         self._runs: dict[str, str] = {}  # run id -> token
         self.caches = caches
         self._writes: dict[str, cachereads.RunWrites] = {}  # token -> what that run wrote (with caches)
@@ -103,11 +103,13 @@ class ApiProxy:
         port = self._server.server_address[1]
         return f"http://127.0.0.1:{port}"
 
-    def kubeconfig_for(self, owner: Owner, run_id: str) -> str:
-        """The kubeconfig text of one run: this proxy, with a token that is good until ``revoke(run_id)``."""
+    def kubeconfig_for(self, owner: Owner, run_id: str, reach: confining.Reach = confining.ANYWHERE) -> str:
+        """The kubeconfig text of one run: this proxy, with a token that is good until ``revoke(run_id)``
+        for requests within ``reach``."""
         token = secrets.token_urlsafe(32)
         with self._lock:
             self._grants[token] = owner
+            self._reach[token] = reach
             self._runs[run_id] = token
             if self.caches is not None:
                 self._writes[token] = cachereads.RunWrites()
@@ -134,9 +136,22 @@ class ApiProxy:
             token = self._runs.pop(run_id, None)
             if token is not None:
                 self._grants.pop(token, None)
+                self._reach.pop(token, None)
                 self._writes.pop(token, None)
         if token is not None and self.streams.close_run(token):
             log.debug("cut the streams of run %s, which ended", run_id)
+
+    def _confine(self, token: str, path: str) -> None:
+        """``accepting.BadRequest`` unless the run of ``token`` may send a request for ``path``."""
+        with self._lock:
+            reach = self._reach.get(token, confining.ANYWHERE)
+        try:
+            confining.check(reach, path, self.kube.namespaced)
+        except ApiError as exc:
+            raise accepting.BadRequest(503, f"cannot tell whether {path} is namespaced: {exc}") from exc
+        except accepting.BadRequest as exc:
+            log.warning("refused a run's request for %s: %s", path[:300], exc.message)
+            raise
 
     def _owner_of(self, token: str) -> Owner | None:
         with self._lock:
@@ -171,6 +186,11 @@ class ApiProxy:
                 # Only now does the request count against the runs' slots (503 past them): connections
                 # that never finish their head, or show no token, stay in the pending pool and its bounds.
                 if not self.admit(token):
+                    return
+                try:  # where the run may go: before a cache, an upgrade or the API server sees the request
+                    proxy._confine(token, path.partition("?")[0])
+                except accepting.BadRequest as exc:
+                    accepting.send_status(self, exc)
                     return
                 upgrade = streaming.upgrade_of(path.partition("?")[0], self.headers)
                 if upgrade is not None:
@@ -230,11 +250,12 @@ class ApiProxy:
         self, handler: BaseHTTPRequestHandler, owner: Owner, token: str, target: str, body: bytes | None
     ) -> None:
         path, _, query = target.partition("?")
-        if handler.command == "GET" and "watch=" not in query:
+        streamed = streaming.streamed(handler.command, target)
+        if handler.command == "GET" and not streamed:
             metrics.PROXY_READS.labels("api").inc()
         # A run that reads one object its owner's kind owns (kubernetes.core.k8s reads before it patches)
         # is how a restarted operator learns which children to watch again, as upstream's proxy does.
-        read_one = handler.command == "GET" and "watch=" not in query and _OBJECT.match(path) is not None
+        read_one = handler.command == "GET" and not streamed and _OBJECT.match(path) is not None
         if handler.command == "POST" and body:
             try:
                 body = self._on_create(path, owner, body)
@@ -250,10 +271,10 @@ class ApiProxy:
         if body is not None:
             headers["Content-Length"] = str(len(body))
         # A silent API server must not hold the run (and this thread): a plain answer may pause for
-        # upstream_silence at most; a stream may be silent for good reason, and has the stream's bounds instead.
-        streamed = streaming.streamed(handler.command, target)
+        # upstream_silence at most; a stream may be silent for good reason. Both have the streams' deadline
+        # and end with their run (``streaming.Streams``), however slowly the answer trickles.
         try:
-            with self.streams.open(token) if streamed else contextlib.nullcontext() as stream:
+            with self.streams.open(token, counted=streamed) as stream:
                 upstream = self.kube.api.rest_client.pool_manager.request(
                     handler.command,
                     self.kube.api.configuration.host + url_path,
@@ -264,10 +285,12 @@ class ApiProxy:
                     retries=False,
                     redirect=False,
                 )
-                if stream is not None:  # a cut ends the API server's side; the run's then ends cleanly
-                    self.streams.hold(stream, streaming.socket_of(upstream))
+                # A cut (the deadline, the run's end) ends the API server's side; the run's then ends cleanly.
+                self.streams.hold(stream, streaming.socket_of(upstream))
                 keep = read_one and upstream.status == 200
-                seen = streaming.relay(handler, upstream, keep=keep, limit=_MAX_INSPECTED, stream=stream)
+                seen = streaming.relay(
+                    handler, upstream, keep=keep, limit=_MAX_INSPECTED, stream=stream if streamed else None
+                )
         except accepting.BadRequest as exc:
             handler.send_error(exc.status, exc.message)
             return

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from hybrid_operator import eventlog
 from hybrid_operator.errors import OperatorError
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
-from hybrid_operator.kube.objects import uid_of
+from hybrid_operator.kube.objects import bounded, uid_of
 from hybrid_operator.kube.watching import Informer
 from hybrid_operator.lifecycle import Loop
 from hybrid_operator.proxy.cachereads import Caches
@@ -81,11 +81,8 @@ class Kinds:
         log.info("started: %d kinds, up to %d reconciles at once", len(self.watches), self.config.max_concurrent_total)
 
     def stop(self, deadline: float) -> bool:
-        """Stop resolving and watching: no event reaches the queue any more (a watch's request is not waited for)."""
+        """Stop resolving and watching (the informers share ``stopping``); a watch's request is not waited for."""
         self.stopping.set()
-        for kind in list(self.by_gvk.values()):
-            for informer in kind.informers.values():
-                informer.stop()
         return True
 
     def ready(self) -> tuple[bool, str]:
@@ -113,7 +110,13 @@ class Kinds:
         namespaces = self.config.namespaces if resource.namespaced and self.config.namespaces else ("",)
         informers = {
             namespace: Informer(
-                self.kube, resource, self._handler(watch, gvk), namespace=namespace, label_selector=watch.selector
+                self.kube,
+                resource,
+                self._handler(watch, gvk),
+                namespace=namespace,
+                label_selector=watch.selector,
+                keep=functools.partial(bounded, limit=self.config.max_object_entries),
+                stopping=self.stopping,
             )
             for namespace in namespaces
         }
@@ -122,8 +125,6 @@ class Kinds:
         for informer in informers.values():
             self.caches.add(informer)
         self.by_gvk[gvk] = Kind(ctx, informers)  # before any event can reach a worker
-        if self.stopping.is_set():
-            return  # stopped while resolving: ``stop`` may not have seen these informers
         for informer in informers.values():
             informer.start()
         log.info(

@@ -47,6 +47,7 @@ from hybrid_operator.kube.objects import (
     uid_of,
 )
 from hybrid_operator.kube.owners import Owner
+from hybrid_operator.proxy.confining import ANYWHERE, Reach
 from hybrid_operator.proxy.server import ApiProxy
 from hybrid_operator.reactor import admitting
 from hybrid_operator.reactor import status as status_mod
@@ -56,6 +57,7 @@ from hybrid_operator.settings.watches import Watch
 
 log = logging.getLogger(__name__)
 
+MIN_REQUEUE = 1.0  # seconds: the least requeue_after a role gets, as the reconcile-period annotation's floor
 OWNER_ENV = "HYBRID_OPERATOR_OWNER"  # tells the hybrid_operator.util plugins which object this run is for
 
 
@@ -70,6 +72,8 @@ class KindContext:
     verbosity: int = 2
     on_event: Callable[[dict[str, Any]], None] | None = None  # each run's events, as they arrive
     log_failed_output: bool = True  # log a failed run's task output (not under --ansible-log-events=nothing)
+    max_entries: int = admitting.DEFAULT_MAX_ENTRIES  # --max-object-entries
+    confine_runs: bool = False  # --run-namespaces: a run reaches its object's namespace and runNamespaces only
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ class Outcome:
     """What the worker does with the key next."""
 
     succeeded: bool
-    requeue_after: float | None = None  # None: do not come back unless the object changes
+    requeue_after: float | None = None  # None: do not come back unless the object changes; 0: ours, at once
     retry: bool = False  # requeue with backoff
     refused: str = ""  # the reason the object was not run (admitting), if it was not
     reason: str = ""  # why it did not succeed (the Failure reason written, RunTimedOut, the refusal's)
@@ -102,6 +106,7 @@ class Reconciler:
         # has delivered that write, and must not run on the status from before it.
         self._written: dict[Key, KubeObject] = {}
         self._written_lock = threading.Lock()
+        self._floored: set[Key] = set()  # objects whose role asked for a requeue under MIN_REQUEUE (logged once)
         # Per-run kubeconfigs hold the proxy's secret: a private dir, never the artifacts; gone at close().
         self._scratch = TempDir("hybrid-operator-runs-")
         self._kubeconfigs = self._scratch.path
@@ -162,6 +167,7 @@ class Reconciler:
             snake_case=watch.snake_case_parameters,
             ansible=reservations,
             defaults=RunSettings(ctx.reconcile_period, ctx.verbosity, watch.max_runner_artifacts),
+            max_entries=ctx.max_entries,
         )
 
     def _run(self, key: Key, request: RunRequest, *, show_output: bool = True) -> RunResult:
@@ -222,7 +228,7 @@ class Reconciler:
             path = self._kubeconfigs / f"{run_id}.kubeconfig"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as handle:
-                handle.write(self.proxy.kubeconfig_for(Owner(**owner), run_id))
+                handle.write(self.proxy.kubeconfig_for(Owner(**owner), run_id, _reach(ctx, obj)))
             env["KUBECONFIG"] = env["K8S_AUTH_KUBECONFIG"] = str(path)
         return RunRequest(
             run_id=run_id,
@@ -268,8 +274,29 @@ class Reconciler:
         started_deleting = not deleting and is_deleting(fresh)
         if started_deleting and watch.finalizer is not None:
             return Outcome(succeeded=True, requeue_after=0)  # deleted during the run: run the finalizer now
-        after = [v for v in (result.requeue_after, period or None) if v is not None]
+        after = [v for v in (self._requeue_floor(key, result.requeue_after), period or None) if v is not None]
         return Outcome(succeeded=True, requeue_after=min(after) if after else None)
+
+    def _requeue_floor(self, key: Key, requested: float | None) -> float | None:
+        """A role's ``requeue_after``, at least ``MIN_REQUEUE`` seconds: ``"0s"`` from a spec field once looped an
+        object 65 times in 30 s for as long as it existed. Said once per object, not at every loop."""
+        if requested is None or requested >= MIN_REQUEUE:
+            return requested
+        with self._written_lock:
+            first = key not in self._floored
+            if first:
+                if len(self._floored) >= 10_000:
+                    self._floored.clear()
+                self._floored.add(key)
+        if first:
+            log.warning(
+                "the role asked to run %s again after %.3gs; running it again after %ss, the least allowed",
+                key,
+                requested,
+                MIN_REQUEUE,
+                extra={"fields": {"kind": key.gvk, "namespace": key.namespace, "name": key.name}},
+            )
+        return MIN_REQUEUE
 
     def _newest(self, key: Key, cached: KubeObject | None) -> KubeObject | None:
         """The cached object, or our own later write of it if the watch has not caught up yet."""
@@ -311,6 +338,14 @@ class Reconciler:
     def _record_role_events(self, obj: KubeObject, result: RunResult) -> None:
         for event in result.events:
             self.recorder.record(obj, event.type, event.reason, event.message)
+
+
+def _reach(ctx: KindContext, obj: KubeObject) -> Reach:
+    """Where the run of ``obj`` may send requests: confined, its namespace and the watch's runNamespaces."""
+    if not ctx.confine_runs:
+        return ANYWHERE
+    own = {namespace_of(obj)} - {""}
+    return Reach(frozenset(own | ctx.watch.run_namespaces))
 
 
 def _resource_version(obj: KubeObject) -> int:

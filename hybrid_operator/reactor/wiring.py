@@ -84,4 +84,6 @@ def kind_context(
         verbosity=config.verbosity(watch.gvk),
         on_event=on_event,
         log_failed_output=eventlog.shows_failed_output(config.ansible_log_events),
+        max_entries=config.max_object_entries,
+        confine_runs=config.confine_runs,
     )

@@ -215,6 +215,13 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         help="a run longer than this is killed",
     )
     a(
+        "--ansible-run-memory",
+        type=_size,
+        default=_size("512Mi"),
+        help="how much memory each process of a run may take on top of what it starts with; past it the "
+        "run fails (RunOutOfMemory) and the operator goes on (0: unbounded)",
+    )
+    a(
         "--runner-artifacts-dir",
         default=str(default_artifacts_dir()),
         help="where each run's private data dir and artifacts live: a directory of this user's with mode 0700 "
@@ -226,13 +233,29 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         default=_size("1Gi"),
         help="disk budget for all kept artifacts; the oldest runs go first",
     )
+    a(
+        "--max-object-entries",
+        type=_positive_int,
+        default=10_000,
+        help="entries (mapping items and list elements, at any depth) a watched object may hold; a larger one "
+        "is refused with InvalidSpec and only a stub of it is kept in memory",
+    )
+    a(
+        "--run-namespaces",
+        choices=("auto", "own", "any"),
+        default=env("HYBRID_OPERATOR_RUN_NAMESPACES", "auto"),
+        help="where a run's API requests may go through the run proxy: own (its object's namespace, the "
+        "watch's runNamespaces and cluster-scoped kinds), any (as operator-sdk), or auto (default: own when "
+        "WATCH_NAMESPACE lists several namespaces, any otherwise); multi-tenant installs: own",
+    )
     _switch(parser, "--inject-owner-ref", True, "give children the role creates an ownerReference")
     a(
         "--proxy-stream-timeout",
         type=_duration,
-        default=None,
-        help="how long one exec, attach, port-forward, watch or followed log of a run may last through the "
-        "run proxy (default, or 0: --ansible-run-timeout); each one also ends with its run",
+        default=_duration("2m"),
+        help="how long one request of a run may last through the run proxy: an exec, attach, port-forward, "
+        "watch or followed log, or a plain request however slowly it is answered (at most "
+        "--ansible-run-timeout; 0: that); each one also ends with its run",
     )
     _switch(
         parser,
@@ -262,7 +285,11 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         default="",
         help="namespace of the Lease (default: the pod's, or default)",
     )
-    a("--metrics-bind-address", default=":8443", help="host:port for Prometheus metrics ('0' disables)")
+    a(
+        "--metrics-bind-address",
+        default=env("HYBRID_OPERATOR_METRICS_BIND_ADDRESS", ":8443"),
+        help="host:port for Prometheus metrics ('0' disables; also HYBRID_OPERATOR_METRICS_BIND_ADDRESS)",
+    )
     _switch(
         parser,
         "--metrics-secure",
@@ -291,8 +318,8 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     )
     a(
         "--health-probe-bind-address",
-        default=":6789",
-        help="host:port for /healthz and /readyz ('0' disables)",
+        default=env("HYBRID_OPERATOR_HEALTH_PROBE_BIND_ADDRESS", ":6789"),
+        help="host:port for /healthz and /readyz ('0' disables; also HYBRID_OPERATOR_HEALTH_PROBE_BIND_ADDRESS)",
     )
     a(
         "--graceful-shutdown-timeout",
@@ -345,8 +372,11 @@ class Config:
     kubeconfig: str | None
     namespaces: tuple[str, ...]  # empty: all namespaces
     proxy_cache_reads: bool = False
-    proxy_stream_timeout: float = 600.0  # seconds; math.inf when neither it nor the run's timeout is set
+    proxy_stream_timeout: float = 120.0  # seconds; math.inf when neither it nor the run's timeout is set
     inventory: Path | None = None  # ANSIBLE_INVENTORY: copied into every run's input dir instead of localhost
+    max_object_entries: int = 10_000  # entries a watched object may hold before it is refused and stubbed
+    run_memory: int = 512 << 20  # bytes each process of a run may grow by; 0: unbounded
+    confine_runs: bool = False  # --run-namespaces resolved: each run may reach its object's namespace only
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Config:
@@ -381,7 +411,7 @@ class Config:
             max_artifacts_bytes=args.max_artifacts_size,
             inject_owner_ref=args.inject_owner_ref,
             proxy_cache_reads=args.proxy_cache_reads,
-            proxy_stream_timeout=args.proxy_stream_timeout or args.ansible_run_timeout or math.inf,
+            proxy_stream_timeout=min(args.proxy_stream_timeout or math.inf, args.ansible_run_timeout or math.inf),
             executor=args.executor,
             module_server=args.module_server,
             leader_elect=args.leader_elect,
@@ -401,6 +431,9 @@ class Config:
             kubeconfig=args.kubeconfig,
             namespaces=namespaces,
             inventory=_inventory(env),
+            max_object_entries=args.max_object_entries,
+            run_memory=args.ansible_run_memory,
+            confine_runs=args.run_namespaces == "own" or (args.run_namespaces == "auto" and len(namespaces) > 1),
         )
 
     def per_kind(self, prefix: str, gvk: GVK, default: int, env: Mapping[str, str] | None = None) -> int:

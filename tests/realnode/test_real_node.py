@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.realnode.conftest import ROOT, Kubectl, get_json, wait_for
+from tests.helpers import wait_until
+from tests.realnode.conftest import ROOT, Kubectl, get_json
 
 pytestmark = pytest.mark.realnode
 
@@ -45,7 +46,7 @@ def operator(kubectl: Kubectl, real_node: dict[str, Any]) -> Iterator[dict[str, 
                         return dict(pod)
             return None
 
-        pod: dict[str, Any] = wait_for(rolled_out, 180, "the operator's pod to be Ready")
+        pod: dict[str, Any] = wait_until(rolled_out, 180, "the operator's pod to be Ready")
         kubectl("-n", SYSTEM, "rollout", "status", "deployment/hybrid-operator", "--timeout=60s", timeout=90)
         yield pod
     finally:
@@ -70,7 +71,7 @@ def foo_pod(kubectl: Kubectl, operator: dict[str, Any]) -> dict[str, Any]:
         foo = get_json(kubectl, "-n", TENANT, f"{FOOS}/example-foo")
         return bool(foo.get("status", {}).get("availableReplicas") == 1)
 
-    wait_for(available, 60, "the Foo to report availableReplicas 1")
+    wait_until(available, 60, "the Foo to report availableReplicas 1")
     pods = get_json(kubectl, "-n", TENANT, "pods", "-l", "app=example-foo")["items"]
     running = [p for p in pods if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
     assert len(running) == 1, [p["status"].get("phase") for p in pods]
@@ -109,7 +110,7 @@ def test_foo_sample_converges_and_its_nginx_answers_through_a_service(
 
     kubectl("-n", TENANT, "expose", "deployment/example-foo", "--name=example-foo", "--port=8080", "--target-port=80")
     ip = get_json(kubectl, "-n", TENANT, "service/example-foo")["spec"]["clusterIP"]
-    wait_for(
+    wait_until(
         lambda: get_json(kubectl, "-n", TENANT, "endpointslices", "-l", "kubernetes.io/service-name=example-foo")[
             "items"
         ][0].get("endpoints"),
@@ -126,7 +127,7 @@ def test_foo_sample_converges_and_its_nginx_answers_through_a_service(
         phase: str = get_json(kubectl, "-n", TENANT, "pod/client")["status"].get("phase", "")
         return phase if phase in ("Succeeded", "Failed") else ""
 
-    phase = wait_for(finished, 60, "the client pod to finish")
+    phase = wait_until(finished, 60, "the client pod to finish")
     out = kubectl("-n", TENANT, "logs", "pod/client").stdout
     assert phase == "Succeeded", out
     assert out.strip() == "<h1>fake nginx</h1>"
@@ -146,5 +147,5 @@ def test_logs_and_exec_reach_the_pod(kubectl: Kubectl, foo_pod: dict[str, Any]) 
         logs: str = kubectl("-n", TENANT, "logs", pod).stdout
         return logs if "127.0.0.1" in logs else ""
 
-    logs = wait_for(logged, 30, "the request in the pod's log")
+    logs = wait_until(logged, 30, "the request in the pod's log")
     assert re.search(r"127\.0\.0\.1\]?:\d+: response:200", logs), logs

@@ -16,6 +16,7 @@ from hybrid_operator.reactor import wiring
 from hybrid_operator.reactor.reconciling import Reconciler
 from hybrid_operator.settings.config import Config, add_run_flags
 from hybrid_operator.settings.watches import Target, Watch
+from tests.fakes import FakeExecutor, FakeProxy
 
 MEMCACHED = GVK("cache.example.com", "v1alpha1", "Memcached")
 RESOURCE = Resource(MEMCACHED, "memcacheds", True)
@@ -84,44 +85,6 @@ def test_failed_output_is_logged_unless_run_events_are_off(level: str, shown: bo
 # -- build_runtime --------------------------------------------------------------------------------------
 
 
-class FakeExecutor:
-    def __init__(self) -> None:
-        self.started = self.closed = False
-        self.extra_ansible_args: str | None = None  # what build_executor was given
-
-    def start(self) -> None:
-        self.started = True
-
-    def stop(self, deadline: float) -> bool:
-        self.close()
-        return True
-
-    def ready(self) -> tuple[bool, str]:
-        return True, "ok"
-
-    def close(self) -> None:
-        self.closed = True
-
-
-class FakeProxy:
-    def __init__(
-        self, kube: Any, *, inject: bool, on_child: Any, caches: Any = None, max_stream_seconds: float = 0
-    ) -> None:
-        self.kube, self.inject, self.on_child, self.caches = kube, inject, on_child, caches
-        self.max_stream_seconds = max_stream_seconds
-        self.started = self.stopped = False
-
-    def start(self) -> None:
-        self.started = True
-
-    def stop(self, deadline: float | None = None) -> bool:
-        self.stopped = True
-        return True
-
-    def ready(self) -> tuple[bool, str]:
-        return True, "ok"
-
-
 @pytest.fixture
 def executor(monkeypatch: pytest.MonkeyPatch) -> FakeExecutor:
     fake = FakeExecutor()
@@ -161,7 +124,7 @@ def test_the_runtime_wires_one_executor_and_proxy_into_the_reconciler(
         assert runtime.reconciler.recorder.kube is kube
         assert lifecycle.start_all()
         assert proxy.started and executor.started
-        assert lifecycle.checks["executor"]() == (True, "ok")
+        assert lifecycle.checks["executor"]() == (True, "")
     assert executor.closed and proxy.stopped
     assert not runtime.reconciler._kubeconfigs.exists()  # the runs' kubeconfig dir is gone too
 
