@@ -251,6 +251,7 @@ class Lifecycle:
         deadline = time.monotonic() + self.grace
         clean = True
         for entry in reversed(entries):
+            began = time.monotonic()
             try:
                 stopped = entry.runnable.stop(deadline)
             except Exception:
@@ -258,6 +259,7 @@ class Lifecycle:
                 stopped = False
             entry.state = "stopped"
             clean &= stopped
+            log.debug("%s %s in %.2fs", entry.name, "stopped" if stopped else "not stopped", time.monotonic() - began)
         log.info("stopped")
         return clean
 
