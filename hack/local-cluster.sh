@@ -97,10 +97,18 @@ port_of() { sed -n "s/^$1=//p" "$state/ports" 2>/dev/null; }
 
 # ---------------------------------------------------------------------------------------------- up
 
+# A component keeps no descriptor of its caller's: one it inherited (the lock of a `flock LOCK hack/...`, a
+# test runner's pipe) would stay held for as long as the bed runs, and `flock` would never be released.
 start_bg() { # component logfile command...
   local what=$1 logfile=$2
   shift 2
-  nohup "$@" >>"$logfile" 2>&1 </dev/null &
+  (
+    for fd in /proc/self/fd/*; do
+      fd=${fd##*/}
+      if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    exec nohup "$@" >>"$logfile" 2>&1 </dev/null
+  ) &
   echo $! >"$(pidfile "$what")"
 }
 

@@ -181,7 +181,7 @@ class FakeExecutor:
         return True
 
     def ready(self) -> tuple[bool, str]:
-        return True, ""
+        return True, "ok"
 
     def close(self) -> None:
         self.closed = True

@@ -3,6 +3,9 @@ and RBAC that really denies."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -92,20 +95,34 @@ def test_status_reports_components_and_versions() -> None:
         assert f"{component}: running" in out
 
 
+def open_files(pid: int) -> set[str]:
+    found = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):  # closed meanwhile
+            found.add(os.readlink(fd))
+    return found
+
+
+@pytest.mark.serial  # a whole second control plane, and the ports it frees checked: no other test meanwhile
 def test_a_second_bed_runs_beside_and_down_leaves_nothing(tmp_path: Path) -> None:
     """Two beds side by side on free ports; `down` stops every process and frees every port."""
-    import os
-    import socket
 
     env = {**os.environ, "LOCAL_CLUSTER_NAME": "side-by-side", "LOCAL_CLUSTER_DIR": str(tmp_path / "bed")}
     script = str(ROOT / "hack" / "local-cluster.sh")
-    up = subprocess.run([script, "up"], capture_output=True, text=True, env=env, check=True, timeout=300)
+    # A descriptor of the caller's (as `flock LOCK hack/local-cluster.sh up` holds its lock) stays with it.
+    held = (tmp_path / "lock").open("w")
+    with held:
+        up = subprocess.run(
+            [script, "up"], capture_output=True, text=True, env=env, check=True, timeout=300, pass_fds=[held.fileno()]
+        )
     kubeconfig = up.stdout.strip().splitlines()[-1]
     api = config.new_client_from_config(config_file=kubeconfig)
     assert [n.metadata.name for n in client.CoreV1Api(api).list_node().items] == ["kwok-node-0"]
     ports = [int(line.split("=")[1]) for line in (tmp_path / "bed" / "ports").read_text().split()]
     pids = [int(p.read_text()) for p in (tmp_path / "bed" / "run").glob("*.pid")]
     assert len(pids) == 5
+    for pid in pids:
+        assert str(tmp_path / "lock") not in open_files(pid), f"pid {pid} holds its caller's descriptor"
 
     subprocess.run([script, "down"], capture_output=True, text=True, env=env, check=True, timeout=120)
     for pid in pids:

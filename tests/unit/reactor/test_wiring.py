@@ -124,7 +124,7 @@ def test_the_runtime_wires_one_executor_and_proxy_into_the_reconciler(
         assert runtime.reconciler.recorder.kube is kube
         assert lifecycle.start_all()
         assert proxy.started and executor.started
-        assert lifecycle.checks["executor"]() == (True, "")
+        assert lifecycle.checks["executor"]() == (True, "ok")
     assert executor.closed and proxy.stopped
     assert not runtime.reconciler._kubeconfigs.exists()  # the runs' kubeconfig dir is gone too
 
