@@ -11,11 +11,11 @@ most; ``ready()`` says whether it does its job.
 One ``Lifecycle`` starts them in groups, as controller-runtime's manager does
 (``pkg/manager/runnable_group.go``): the SERVERS first (the kubelet probes from the start), then what every
 replica keeps going (OTHERS: the executor, the ring), then the ELECTION (the leader elector), and once this
-replica leads (``lead``), what only the leader runs (LEADING: the workers, then the watches). It stops
-them in the reverse order, within one deadline (``--graceful-shutdown-timeout``): the watches stop
-delivering, the workers finish their runs, the Lease is given up, the ring and the executor stop, the
-servers go last. A runnable that fails to start stops the ones already started. ``checks`` are their
-``ready()``, named, for ``/readyz``.
+replica leads (``lead``), what only the leader runs (LEADING: the workers, then the watches). It stops them
+in the reverse order, within one deadline (``--graceful-shutdown-timeout``): the watches stop delivering,
+the workers finish their runs (until ``CLEANUP`` seconds before the deadline), the Lease is given up, the
+ring and the executor stop, the servers go last. A runnable that fails to start stops the ones already
+started. ``checks`` are their ``ready()``, named, for ``/readyz``.
 
 Signals are only recorded: ``signal.set_wakeup_fd`` has Python's own C-level handler write the signal's
 number into a pipe, the Python-level handler does nothing, and the owner's loop (``run``, on the main
@@ -47,6 +47,10 @@ log = logging.getLogger(__name__)
 Check = Callable[[], tuple[bool, str]]
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 _LEAD, _STOP = 0xF0, 0xF1  # what threads write into the pipe; signal numbers are below 65
+# Seconds of the grace period (a quarter at most) kept for what stops after the leader's group: the warm
+# executor kills the runs the drain abandoned (2 s from SIGTERM to SIGKILL), the Lease is given up, the
+# servers close. The kubelet's grace period is 30 s by default, as ours: all of it must fit in.
+CLEANUP = 2.5
 
 
 class Runnable(Protocol):
@@ -249,11 +253,12 @@ class Lifecycle:
             self._stopping = True
             entries = sorted(self._entries, key=lambda entry: entry.group)  # the start order (stable)
         deadline = time.monotonic() + self.grace
+        drained = deadline - min(CLEANUP, self.grace / 4)  # for the leader's group: the workers' runs
         clean = True
         for entry in reversed(entries):
             began = time.monotonic()
             try:
-                stopped = entry.runnable.stop(deadline)
+                stopped = entry.runnable.stop(drained if entry.group is Group.LEADING else deadline)
             except Exception:
                 log.exception("stopping %s failed", entry.name)
                 stopped = False
