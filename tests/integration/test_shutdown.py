@@ -31,7 +31,8 @@ import yaml
 
 from tests.integration.conftest import FIXTURES, ROOT, Objects, start_operator, wait_until
 
-pytestmark = pytest.mark.integration
+# Serial: the verdicts are time bounds, which other tests' load on the machine could break.
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 G, V, P = "test.hybrid-operator.dev", "v1", "demos"
 WATCHES = FIXTURES / "projects" / "demo" / "watches.yaml"

@@ -133,6 +133,7 @@ def test_a_second_bed_runs_beside_and_down_leaves_nothing(tmp_path: Path) -> Non
     assert not (tmp_path / "bed").exists()
 
 
+@pytest.mark.serial  # a whole second control plane: no other test meanwhile
 def test_up_right_after_the_beds_processes_were_signalled_starts_it_again(tmp_path: Path) -> None:
     """`up` just after every process of a bed got SIGTERM (a job's cleanup, Ctrl-C to their group): the old
     API server still drains, on the bed's ports. `up` stops what runs without answering, waits until it is
