@@ -29,7 +29,7 @@ from hybrid_operator.reactor.orchestration import run_operator
 from hybrid_operator.serving import health, receiving
 from hybrid_operator.serving.metricsauth import gate_for
 from hybrid_operator.serving.tlsserving import ServerTLS
-from hybrid_operator.settings.config import Config, add_run_flags
+from hybrid_operator.settings.config import Config, Serving, add_run_flags, logging_of
 from hybrid_operator.settings.watches import load_watches
 
 log = logging.getLogger("hybrid_operator")
@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         return _reconcile_file(args)
     if args.command in ("new", "create"):
         return _scaffold(args)
-    logs.setup(args.log_format, args.log_level)
+    logging = logging_of(args)
+    logs.setup(logging.format, logging.level)
     for flag in getattr(args, "ignored_flags", []):
         log.warning("%s is accepted for operator-sdk compatibility and has no effect here", flag)
     try:
@@ -169,11 +170,12 @@ def _reconcile_file(args: argparse.Namespace) -> int:
 
     from hybrid_operator.reactor import oneshot
 
-    logs.setup(args.log_format, "WARNING" if args.log_level == "INFO" else args.log_level)
+    logging = logging_of(args)
+    logs.setup(logging.format, "WARNING" if logging.level == "INFO" else logging.level)
     try:
         config = Config.from_args(args)
         obj = oneshot.load_object(Path(args.file))  # the input first: bad input costs no watches.yaml read
-        watches = load_watches(config.watches_file, roles_paths=config.roles_paths)
+        watches = load_watches(config.watching.watches_file, roles_paths=config.runs.roles_paths)
         receiver = _role_metrics_receiver("127.0.0.1:0")  # a role's osdk_metric succeeds; the numbers go nowhere
         if receiver is not None:
             receiver.start()
@@ -258,14 +260,14 @@ def _generate_crds(args: argparse.Namespace) -> int:
 
 def _run(config: Config) -> int:
     probes = health.Probes()
-    with Lifecycle(config.graceful_shutdown_timeout, probes.ready) as lifecycle:
+    with Lifecycle(config.reconciles.graceful_shutdown_timeout, probes.ready) as lifecycle:
         lifecycle.record_signals()  # from here on SIGTERM and SIGINT only ask the lifecycle to stop
-        watches = load_watches(config.watches_file, roles_paths=config.roles_paths)
+        watches = load_watches(config.watching.watches_file, roles_paths=config.runs.roles_paths)
         metrics_mod.set_build_info(version(), _ansible_version())
         servers = [
-            ("health probes", health.server(config.health_address, probes, metrics=False)),
-            ("metrics", _metrics_server(config, probes)),
-            ("role metrics receiver", _role_metrics_receiver(config.user_metrics_address)),
+            ("health probes", health.server(config.serving.health_address, probes, metrics=False)),
+            ("metrics", _metrics_server(config.serving, config.watching.kubeconfig, probes)),
+            ("role metrics receiver", _role_metrics_receiver(config.serving.user_metrics_address)),
         ]
         for name, server in servers:
             if server is not None:
@@ -273,16 +275,16 @@ def _run(config: Config) -> int:
         return run_operator(config, watches, probes, lifecycle)
 
 
-def _metrics_server(config: Config, probes: health.Probes) -> BoundedServer | None:
+def _metrics_server(serving: Serving, kubeconfig: str | None, probes: health.Probes) -> BoundedServer | None:
     """/metrics as --metrics-secure and --metrics-require-rbac ask: plain, HTTPS, or HTTPS for allowed callers."""
     tls: ServerTLS | None = None
-    if config.metrics_secure:
-        if config.metrics_cert_dir is not None:
-            tls = ServerTLS.from_dir(config.metrics_cert_dir, config.metrics_cert_name, config.metrics_key_name)
+    if serving.metrics_secure:
+        if serving.metrics_cert_dir is not None:
+            tls = ServerTLS.from_dir(serving.metrics_cert_dir, serving.metrics_cert_name, serving.metrics_key_name)
         else:
             tls = ServerTLS()
-    gate = gate_for(config.kubeconfig) if config.metrics_require_rbac else None
-    return health.server(config.metrics_address, None, metrics=True, tls=tls, gate=gate, scraped=probes.publish)
+    gate = gate_for(kubeconfig) if serving.metrics_require_rbac else None
+    return health.server(serving.metrics_address, None, metrics=True, tls=tls, gate=gate, scraped=probes.publish)
 
 
 def _role_metrics_receiver(address: str) -> BoundedServer | None:

@@ -11,18 +11,18 @@ most; ``ready()`` says whether it does its job.
 One ``Lifecycle`` starts them in groups, as controller-runtime's manager does
 (``pkg/manager/runnable_group.go``): the SERVERS first (the kubelet probes from the start), then what every
 replica keeps going (OTHERS: the executor, the ring), then the ELECTION (the leader elector), and once this
-replica leads (``lead``), what only the leader runs (LEADING: the workers, then the watches). It stops
-them in the reverse order, within one deadline (``--graceful-shutdown-timeout``): the watches stop
-delivering, the workers finish their runs, the Lease is given up, the ring and the executor stop, the
-servers go last. A runnable that fails to start stops the ones already started. ``checks`` are their
-``ready()``, named, for ``/readyz``.
+replica leads (``lead``), what only the leader runs (LEADING: the workers, then the watches). It stops them
+in the reverse order, within one deadline (``--graceful-shutdown-timeout``): the watches stop delivering,
+the workers finish their runs (until ``CLEANUP`` seconds before the deadline), the Lease is given up, the
+ring and the executor stop, the servers go last. A runnable that fails to start stops the ones already
+started. ``checks`` are their ``ready()``, named, for ``/readyz``.
 
 Signals are only recorded: ``signal.set_wakeup_fd`` has Python's own C-level handler write the signal's
-number into a pipe, the Python-level handler does nothing, and the owner's loop (``run``, on the main
-thread) reads the pipe. No lock is taken and nothing is logged in a handler, so a second signal arriving
-while the first is handled (a kubelet's SIGTERM and a shell's, Ctrl-C and a trap forwarding SIGTERM) has
-nothing to wait for. Once stopping, further signals are left in the pipe: the stop is already under way
-and bounded by its deadline.
+number into a pipe (the ``Inbox``, where threads leave their requests too), the Python-level handler does
+nothing, and the owner's loop (``run``, on the main thread) reads the pipe. No lock is taken and nothing is
+logged in a handler, so a second signal arriving while the first is handled (a kubelet's SIGTERM and a
+shell's, Ctrl-C and a trap forwarding SIGTERM) has nothing to wait for. Once stopping, further signals are
+left in the pipe: the stop is already under way and bounded by its deadline.
 """
 
 from __future__ import annotations
@@ -47,6 +47,10 @@ log = logging.getLogger(__name__)
 Check = Callable[[], tuple[bool, str]]
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 _LEAD, _STOP = 0xF0, 0xF1  # what threads write into the pipe; signal numbers are below 65
+# Seconds of the grace period (a quarter at most) kept for what stops after the leader's group: the warm
+# executor kills the runs the drain abandoned (2 s from SIGTERM to SIGKILL), the Lease is given up, the
+# servers close. The kubelet's grace period is 30 s by default, as ours: all of it must fit in.
+CLEANUP = 2.5
 
 
 class Runnable(Protocol):
@@ -79,12 +83,15 @@ class _Entry:
 
 class Loop:
     """A function running in a thread of its own until stopped: ``target(stopping)`` returns soon after
-    ``stopping`` is set. A ``Runnable``; what owns it calls ``start`` and ``stop``."""
+    ``stopping`` is set. A ``Runnable``; what owns it calls ``start`` and ``stop``. ``stopping``: an event
+    of the owner's, when setting it once is to stop many loops (its informers)."""
 
-    def __init__(self, name: str, target: Callable[[threading.Event], None]) -> None:
+    def __init__(
+        self, name: str, target: Callable[[threading.Event], None], stopping: threading.Event | None = None
+    ) -> None:
         self.name = name
         self.target = target
-        self.stopping = threading.Event()
+        self.stopping = threading.Event() if stopping is None else stopping
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # one thread, whoever starts it first
 
@@ -134,6 +141,52 @@ class Closing:
         return True, "ok"
 
 
+class Inbox:
+    """What signals and threads tell the owner's loop: one byte each, through a pipe. A signal's byte is
+    written by Python's own C-level handler (``signal.set_wakeup_fd``): the handlers here do nothing."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+        self._closed = False
+        self._previous: dict[int, Any] = {}
+        self._previous_wakeup: int | None = None
+
+    def send(self, message: int) -> None:
+        """From any thread."""
+        if self._closed:
+            return  # nobody reads any more, and the descriptor may be another file's by now
+        with contextlib.suppress(OSError):  # full: it holds unread messages already, the loop wakes anyway
+            os.write(self._write, bytes([message]))
+
+    def take(self, timeout: float | None) -> bytes:
+        """What the pipe holds, waiting up to ``timeout`` for something (None: as long as it takes)."""
+        readable, _, _ = select.select([self._read], [], [], timeout)
+        if not readable:
+            return b""
+        try:
+            return os.read(self._read, 512)
+        except BlockingIOError:
+            return b""
+
+    def record_signals(self) -> None:
+        """From now on SIGTERM and SIGINT only land here (the main thread only)."""
+        self._previous_wakeup = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        for signum in STOP_SIGNALS:
+            self._previous[signum] = signal.signal(signum, _recorded)
+
+    def close(self) -> None:
+        """Give the signals back to what handled them before, and close the pipe."""
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        if self._previous_wakeup is not None:
+            signal.set_wakeup_fd(self._previous_wakeup)
+        self._closed = True
+        os.close(self._read)
+        os.close(self._write)
+
+
 class Lifecycle:
     """The one owner of what runs: ``add`` in order, then ``run`` (the main thread) or ``start``/``stop``.
 
@@ -146,16 +199,11 @@ class Lifecycle:
         self.checks: dict[str, Check] = {} if checks is None else checks
         self._entries: list[_Entry] = []
         self._lock = threading.Lock()  # the entries and whether stopping began
-        self._read, self._write = os.pipe()
-        os.set_blocking(self._read, False)
-        os.set_blocking(self._write, False)
+        self._inbox = Inbox()
         self._code = 0
         self._stop_asked = False
         self._leads = False
         self._stopping = False
-        self._closed = False
-        self._previous: dict[int, Any] = {}
-        self._previous_wakeup: int | None = None
 
     # -- composition -----------------------------------------------------------------------------------
 
@@ -180,18 +228,12 @@ class Lifecycle:
 
     def lead(self) -> None:
         """This replica leads now: start the LEADING group (called by the elector, from its thread)."""
-        self._send(_LEAD)
+        self._inbox.send(_LEAD)
 
     def request_stop(self, code: int = 0) -> None:
         """Stop everything and have ``run`` return ``code`` (the highest asked); from any thread."""
         self._code = max(self._code, code)
-        self._send(_STOP)
-
-    def _send(self, message: int) -> None:
-        if self._closed:
-            return  # everything has stopped: nobody reads, and the descriptor may be another file's by now
-        with contextlib.suppress(OSError):  # full: it holds unread messages already, the loop wakes anyway
-            os.write(self._write, bytes([message]))
+        self._inbox.send(_STOP)
 
     # -- the owner's loop (main thread) ----------------------------------------------------------------
 
@@ -246,15 +288,18 @@ class Lifecycle:
             self._stopping = True
             entries = sorted(self._entries, key=lambda entry: entry.group)  # the start order (stable)
         deadline = time.monotonic() + self.grace
+        drained = deadline - min(CLEANUP, self.grace / 4)  # for the leader's group: the workers' runs
         clean = True
         for entry in reversed(entries):
+            began = time.monotonic()
             try:
-                stopped = entry.runnable.stop(deadline)
+                stopped = entry.runnable.stop(drained if entry.group is Group.LEADING else deadline)
             except Exception:
                 log.exception("stopping %s failed", entry.name)
                 stopped = False
             entry.state = "stopped"
             clean &= stopped
+            log.debug("%s %s in %.2fs", entry.name, "stopped" if stopped else "not stopped", time.monotonic() - began)
         log.info("stopped")
         return clean
 
@@ -267,15 +312,8 @@ class Lifecycle:
             self._take_messages(None)
 
     def _take_messages(self, timeout: float | None) -> None:
-        """Read what the pipe holds (waiting up to ``timeout`` for something; None: as long as it takes)."""
-        readable, _, _ = select.select([self._read], [], [], timeout)
-        if not readable:
-            return
-        try:
-            data = os.read(self._read, 512)
-        except BlockingIOError:
-            return
-        for message in data:
+        """Act on what the inbox holds (waiting up to ``timeout`` for something; None: as long as it takes)."""
+        for message in self._inbox.take(timeout):
             if message == _LEAD:
                 self._leads = True
             elif message == _STOP:
@@ -287,23 +325,15 @@ class Lifecycle:
     # -- signals ---------------------------------------------------------------------------------------
 
     def record_signals(self) -> None:
-        """From now on SIGTERM and SIGINT only land in the pipe ``run`` reads (the main thread only)."""
-        self._previous_wakeup = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
-        for signum in STOP_SIGNALS:
-            self._previous[signum] = signal.signal(signum, _recorded)
+        """From now on SIGTERM and SIGINT only ask to stop: their bytes land in the inbox ``run`` reads."""
+        self._inbox.record_signals()
 
     def close(self) -> None:
-        """Stop everything (if not yet), give the signals back to what handled them before, close the pipe."""
+        """Stop everything (if not yet), give the signals back to what handled them before."""
         try:
             self.stop()
         finally:
-            for signum, handler in self._previous.items():
-                signal.signal(signum, handler)
-            if self._previous_wakeup is not None:
-                signal.set_wakeup_fd(self._previous_wakeup)
-            self._closed = True
-            os.close(self._read)
-            os.close(self._write)
+            self._inbox.close()
 
     def __enter__(self) -> Lifecycle:
         return self

@@ -50,6 +50,7 @@ class Informer:
         label_selector: str = "",
         page_size: int = 500,
         backoff_cap: float = 30.0,
+        stopping: threading.Event | None = None,
         keep: Callable[[KubeObject], KubeObject] | None = None,
     ) -> None:
         self.kube = kube
@@ -69,7 +70,8 @@ class Informer:
         self._progress = time.monotonic()  # last time a list, a watch or an event got through
         self._last_error = ""
         self._delivered = False  # the current (or last) watch handed on at least one event or bookmark
-        self._loop = Loop(f"watch-{resource.gvk.kind}-{namespace or 'all'}", self.run)
+        # ``stopping``: its owner's event, which stops all of the owner's informers at once.
+        self._loop = Loop(f"watch-{resource.gvk.kind}-{namespace or 'all'}", self.run, stopping)
 
     # -- the lifecycle ---------------------------------------------------------------------------------
 

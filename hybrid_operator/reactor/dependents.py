@@ -83,7 +83,7 @@ class DependentWatches:
         self._by_owner_kind = {(w.gvk.api_version, w.gvk.kind): w for w in watches}
         self._by_kind_group = {(w.gvk.kind, w.gvk.group): w for w in watches}
         self._started: set[GVK] = set()
-        self._informers: list[Informer] = []  # what ``stop`` ends
+        self._informers = 0  # started here so far
         self._lock = threading.Lock()
 
     # -- the lifecycle ---------------------------------------------------------------------------------
@@ -92,17 +92,12 @@ class DependentWatches:
         pass  # a dependent kind's informers start when a run first reports one (``on_child``)
 
     def stop(self, deadline: float) -> bool:
-        """Stop every informer started here; a kind being resolved starts none (``_keep`` refuses it)."""
-        with self._lock:
-            self.stopping.set()
-            informers = list(self._informers)
-        for informer in informers:
-            informer.stop(deadline)
+        """Stop every informer started here (they share ``stopping``)."""
+        self.stopping.set()
         return True
 
     def ready(self) -> tuple[bool, str]:
-        with self._lock:
-            return True, f"{len(self._informers)} dependent watches"
+        return True, f"{self._informers} dependent watches"
 
     def on_child(self, child: Child) -> None:
         watch = self._by_owner_kind.get((child.owner.api_version, child.owner.kind))
@@ -119,15 +114,7 @@ class DependentWatches:
                 return
             self._started.add(gvk)
         # Resolved in a thread of its own, which ends after one discovery request.
-        Loop(f"dependent-{gvk.kind}", lambda _stopping: self._start(gvk)).start()
-
-    def _keep(self, informer: Informer) -> bool:
-        """Keep ``informer`` for ``stop`` to end; False (and nothing kept) once stopping."""
-        with self._lock:
-            if self.stopping.is_set():
-                return False
-            self._informers.append(informer)
-            return True
+        Loop(f"dependent-{gvk.kind}", lambda _stopping: self._start(gvk), self.stopping).start()
 
     def _start(self, gvk: GVK) -> None:
         try:
@@ -139,11 +126,11 @@ class DependentWatches:
             return
         namespaces = self.namespaces if resource.namespaced and self.namespaces else ("",)
         for namespace in namespaces:
-            informer = Informer(self.kube, resource, self._handle, namespace=namespace)
+            informer = Informer(self.kube, resource, self._handle, namespace=namespace, stopping=self.stopping)
             if self.caches is not None:
                 self.caches.add(informer)
-            if self._keep(informer):
-                informer.start()
+            informer.start()
+            self._informers += 1
         log.info("watching dependent %s to keep owners converged", gvk)
 
     def _handle(self, event_type: str, old: KubeObject | None, new: KubeObject) -> None:

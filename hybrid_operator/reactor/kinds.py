@@ -78,14 +78,15 @@ class Kinds:
         """Each kind in its own thread: a kind whose CRD is missing waits alone."""
         for starter in self._starters:
             starter.start()
-        log.info("started: %d kinds, up to %d reconciles at once", len(self.watches), self.config.max_concurrent_total)
+        log.info(
+            "started: %d kinds, up to %d reconciles at once",
+            len(self.watches),
+            self.config.reconciles.max_concurrent_total,
+        )
 
     def stop(self, deadline: float) -> bool:
-        """Stop resolving and watching: no event reaches the queue any more (a watch's request is not waited for)."""
+        """Stop resolving and watching (the informers share ``stopping``); a watch's request is not waited for."""
         self.stopping.set()
-        for kind in list(self.by_gvk.values()):
-            for informer in kind.informers.values():
-                informer.stop()
         return True
 
     def ready(self) -> tuple[bool, str]:
@@ -110,7 +111,9 @@ class Kinds:
     def _start_kind(self, watch: Watch) -> None:
         resource = self._discover(watch)
         gvk = str(watch.gvk)
-        namespaces = self.config.namespaces if resource.namespaced and self.config.namespaces else ("",)
+        namespaces = (
+            self.config.watching.namespaces if resource.namespaced and self.config.watching.namespaces else ("",)
+        )
         informers = {
             namespace: Informer(
                 self.kube,
@@ -118,17 +121,16 @@ class Kinds:
                 self._handler(watch, gvk),
                 namespace=namespace,
                 label_selector=watch.selector,
-                keep=functools.partial(bounded, limit=self.config.max_object_entries),
+                keep=functools.partial(bounded, limit=self.config.watching.max_object_entries),
+                stopping=self.stopping,
             )
             for namespace in namespaces
         }
-        on_event = eventlog.event_logger(self.config.ansible_log_events)
+        on_event = eventlog.event_logger(self.config.logging.run_events)
         ctx = kind_context(self.config, watch, resource, cache_lookup(informers), on_event=on_event)
         for informer in informers.values():
             self.caches.add(informer)
         self.by_gvk[gvk] = Kind(ctx, informers)  # before any event can reach a worker
-        if self.stopping.is_set():
-            return  # stopped while resolving: ``stop`` may not have seen these informers
         for informer in informers.values():
             informer.start()
         log.info(
@@ -137,7 +139,7 @@ class Kinds:
             resource.plural,
             ", ".join(namespaces) if namespaces != ("",) else "all namespaces",
             watch.target.describe(),
-            self.config.concurrency(watch.gvk),
+            self.config.reconciles.concurrency(watch.gvk),
         )
 
     def _discover(self, watch: Watch) -> Resource:

@@ -92,7 +92,7 @@ def reconcile_once(
 ) -> Once:
     """Apply (or, with ``check``, dry-run) ``obj`` and reconcile it once; see the module docstring."""
     watch = watch_for(watches, obj)
-    kube = Kube.connect(config.kubeconfig)
+    kube = Kube.connect(config.watching.kubeconfig)
     try:
         resource = kube.resource(watch.gvk)
     except ApiError as exc:
@@ -114,7 +114,7 @@ def reconcile_once(
         reconcile_period=0,
         on_event=on_event,
     )
-    with Lifecycle(config.graceful_shutdown_timeout) as lifecycle:
+    with Lifecycle(config.reconciles.graceful_shutdown_timeout) as lifecycle:
         runtime = build_runtime(
             config, kube, on_child=lambda _child: None, extra_ansible_args="--check" if check else ""
         )
@@ -153,7 +153,7 @@ def _placed(obj: KubeObject, resource: Resource, config: Config) -> KubeObject:
     """The object with its namespace (the kubeconfig context's, as kubectl picks it) and without status."""
     meta = dict(meta_of(obj))
     if resource.namespaced:
-        meta["namespace"] = meta.get("namespace") or context_namespace(config.kubeconfig)
+        meta["namespace"] = meta.get("namespace") or context_namespace(config.watching.kubeconfig)
     else:
         meta.pop("namespace", None)
     return {k: v for k, v in {**obj, "metadata": meta}.items() if k != "status"}

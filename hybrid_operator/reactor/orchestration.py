@@ -37,7 +37,7 @@ from hybrid_operator.reactor.sharding.ring import Ring, abandon, member_id
 from hybrid_operator.reactor.wiring import build_runtime
 from hybrid_operator.reactor.workers import Workers
 from hybrid_operator.serving.health import Probes
-from hybrid_operator.settings.config import Config
+from hybrid_operator.settings.config import Config, Election
 from hybrid_operator.settings.watches import Watch
 
 log = logging.getLogger(__name__)
@@ -49,37 +49,39 @@ class Operator:
 
     def __init__(self, config: Config, watches: list[Watch], kube: Kube, probes: Probes, lifecycle: Lifecycle) -> None:
         self.queue = WorkQueue(
-            global_limit=config.max_concurrent_total,
-            per_kind_limits={str(w.gvk): config.concurrency(w.gvk) for w in watches},
-            spare_limit=config.max_concurrent_total,  # for namespaces waiting behind stalled runs
+            global_limit=config.reconciles.max_concurrent_total,
+            per_kind_limits={str(w.gvk): config.reconciles.concurrency(w.gvk) for w in watches},
+            spare_limit=config.reconciles.max_concurrent_total,  # for namespaces waiting behind stalled runs
         )
         self.caches = Caches()  # every informer's store, readable by the proxy with --proxy-cache-reads
-        self.dependents = DependentWatches(kube, self.queue, watches, config.namespaces, threading.Event(), self.caches)
+        self.dependents = DependentWatches(
+            kube, self.queue, watches, config.watching.namespaces, threading.Event(), self.caches
+        )
         runtime = build_runtime(
             config,
             kube,
             on_child=self.dependents.on_child,
-            caches=self.caches if config.proxy_cache_reads else None,
+            caches=self.caches if config.proxy.cache_reads else None,
         )
         runtime.add_to(lifecycle)  # from here on the lifecycle closes the executor, whatever happens
         self.ring: Ring | None = None  # with --sharding: which objects are ours
         self.kinds = Kinds(config, watches, kube, self.queue, self.caches, threading.Event(), self._owns)
         self.workers = Workers(
-            config.max_concurrent_total * 2,  # the queue's regular and spare lanes
+            config.reconciles.max_concurrent_total * 2,  # the queue's regular and spare lanes
             self.queue,
             self.kinds,
             runtime.reconciler,
             threading.Event(),
             lambda: self.ring,
-            stuck_after=config.run_timeout + 120,
+            stuck_after=config.runs.timeout + 120,
         )
         probes.live["workers"] = self.workers.alive
-        if config.sharding:
-            self.ring = _ring(config, kube, RingCallbacks(self.kinds, self.queue, lambda: self.ring))
+        if config.election.sharding:
+            self.ring = _ring(config.election, kube, RingCallbacks(self.kinds, self.queue, lambda: self.ring))
             lifecycle.add(Group.OTHERS, "sharding ring", self.ring, check="ring")
-        if config.leader_elect:
+        if config.election.leader_elect:
             metrics.IS_LEADER.set(0)
-            lifecycle.add(Group.ELECTION, "leader election", _elector(config, kube, lifecycle), check="leader")
+            lifecycle.add(Group.ELECTION, "leader election", _elector(config.election, kube, lifecycle), check="leader")
         else:
             metrics.IS_LEADER.set(1)
         lifecycle.add(Group.LEADING, "workers", self.workers)
@@ -95,20 +97,19 @@ def run_operator(config: Config, watches: list[Watch], probes: Probes, lifecycle
 
     Returns the exit code: 0 after a clean stop, 1 when the leader Lease was lost or start-up failed.
     """
-    kube = Kube.connect(config.kubeconfig)
+    kube = Kube.connect(config.watching.kubeconfig)
     Operator(config, watches, kube, probes, lifecycle)
     return lifecycle.run()
 
 
-def _ring(config: Config, kube: Kube, callbacks: RingCallbacks) -> Ring:
+def _ring(election: Election, kube: Kube, callbacks: RingCallbacks) -> Ring:
     """With --sharding: this replica's ring (it renews from its start until it stops, after the last run)."""
-    leases = MemberLeases(
-        kube, _lease_namespace(config), config.leader_election_id, member_id(), config.sharding_lease_duration
-    )
-    return Ring(leases, config.sharding_lease_duration, callbacks.on_view, abandon, callbacks.after_tick)
+    duration = election.sharding_lease_duration
+    leases = MemberLeases(kube, _lease_namespace(election), election.lease_name, member_id(), duration)
+    return Ring(leases, duration, callbacks.on_view, abandon, callbacks.after_tick)
 
 
-def _elector(config: Config, kube: Kube, lifecycle: Lifecycle) -> LeaderElector:
+def _elector(election: Election, kube: Kube, lifecycle: Lifecycle) -> LeaderElector:
     """With --leader-elect: leading starts the LEADING group; a lost Lease stops everything, exit code 1."""
 
     def on_leading() -> None:
@@ -118,17 +119,17 @@ def _elector(config: Config, kube: Kube, lifecycle: Lifecycle) -> LeaderElector:
     identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     return LeaderElector(
         kube,
-        _lease_namespace(config),
-        config.leader_election_id,
+        _lease_namespace(election),
+        election.lease_name,
         identity,
         on_leading=on_leading,
         on_lost=lambda: lifecycle.request_stop(1),
     )
 
 
-def _lease_namespace(config: Config) -> str:
-    if config.leader_election_namespace:
-        return config.leader_election_namespace
+def _lease_namespace(election: Election) -> str:
+    if election.lease_namespace:
+        return election.lease_namespace
     try:
         return Path(_SA_NAMESPACE).read_text().strip()
     except OSError:

@@ -53,10 +53,10 @@ def build_runtime(
     try:
         proxy = ApiProxy(
             kube,
-            inject=config.inject_owner_ref,
+            inject=config.proxy.inject_owner_ref,
             on_child=on_child,
             caches=caches,
-            max_stream_seconds=config.proxy_stream_timeout,
+            max_stream_seconds=config.proxy.stream_timeout,
         )
         return Runtime(executor, proxy, Reconciler(kube, executor, EventRecorder(kube), proxy))
     except BaseException:
@@ -75,15 +75,17 @@ def kind_context(
 ) -> KindContext:
     """One kind's settings for the reconciler: the watch's, else the operator's flags."""
     if reconcile_period is None:
-        reconcile_period = config.reconcile_period if watch.reconcile_period is None else watch.reconcile_period
+        reconcile_period = (
+            config.watching.reconcile_period if watch.reconcile_period is None else watch.reconcile_period
+        )
     return KindContext(
         watch=watch,
         resource=resource,
         lookup=lookup,
         reconcile_period=reconcile_period,
-        verbosity=config.verbosity(watch.gvk),
+        verbosity=config.runs.verbosity_of(watch.gvk),
         on_event=on_event,
-        log_failed_output=eventlog.shows_failed_output(config.ansible_log_events),
-        max_entries=config.max_object_entries,
-        confine_runs=config.confine_runs,
+        log_failed_output=eventlog.shows_failed_output(config.logging.run_events),
+        max_entries=config.watching.max_object_entries,
+        confine_runs=config.proxy.confine_runs,
     )

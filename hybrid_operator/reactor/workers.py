@@ -112,6 +112,9 @@ class Workers:
             outcome = self.reconciler.reconcile(key, kind.ctx)
         except Exception as exc:
             metrics.RECONCILE_RESULTS.labels(key.gvk, "error").inc()
+            if self.stopping.is_set():  # abandoned at the deadline: its executor closed under it, no bug
+                log.info("reconcile of %s cut short by the stop: %s", key, exc)
+                return
             self._after_error(key, kind, exc)
             return
         finally:

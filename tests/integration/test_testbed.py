@@ -131,3 +131,36 @@ def test_a_second_bed_runs_beside_and_down_leaves_nothing(tmp_path: Path) -> Non
         with socket.socket() as sock:
             assert sock.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still listening"
     assert not (tmp_path / "bed").exists()
+
+
+@pytest.mark.serial  # a whole second control plane: no other test meanwhile
+def test_up_right_after_the_beds_processes_were_signalled_starts_it_again(tmp_path: Path) -> None:
+    """`up` just after every process of a bed got SIGTERM (a job's cleanup, Ctrl-C to their group): the old
+    API server still drains, on the bed's ports. `up` stops what runs without answering, waits until it is
+    gone and starts it again, instead of failing with "kube-controller-manager not ready after 60s"."""
+    import os
+    import signal
+    import time
+
+    env = {**os.environ, "LOCAL_CLUSTER_NAME": "resumed", "LOCAL_CLUSTER_DIR": str(tmp_path / "bed")}
+    script = str(ROOT / "hack" / "local-cluster.sh")
+    run = tmp_path / "bed" / "run"
+    try:
+        subprocess.run([script, "up"], capture_output=True, text=True, env=env, check=True, timeout=300)
+        old = {pidfile.stem: int(pidfile.read_text()) for pidfile in run.glob("*.pid")}
+        for pid in old.values():
+            os.kill(pid, signal.SIGTERM)
+        began = time.monotonic()
+        again = subprocess.run([script, "up"], capture_output=True, text=True, env=env, timeout=300, check=False)
+        took = time.monotonic() - began
+        assert again.returncode == 0, again.stderr[-3000:]
+        api = config.new_client_from_config(config_file=again.stdout.strip().splitlines()[-1])
+        assert [n.metadata.name for n in client.CoreV1Api(api).list_node().items] == ["kwok-node-0"]
+        new = {pidfile.stem: int(pidfile.read_text()) for pidfile in run.glob("*.pid")}
+        assert new.keys() == old.keys()
+        assert all(new[c] != old[c] for c in old), "a signalled process was taken for a running one"
+        time.sleep(2)
+        assert all(Path(f"/proc/{pid}").exists() for pid in new.values())
+        print(f"\nup after SIGTERM to every process of the bed: ready again in {took:.0f}s")
+    finally:
+        subprocess.run([script, "down"], capture_output=True, text=True, env=env, timeout=180, check=False)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from hybrid_operator.errors import OperatorError
-from hybrid_operator.lifecycle import Closing, Group, Lifecycle, Loop
+from hybrid_operator.lifecycle import CLEANUP, Closing, Group, Lifecycle, Loop
 
 
 class Part:
@@ -90,7 +90,7 @@ def test_a_runnable_that_fails_to_start_stops_the_ones_already_started(lifecycle
 
 def test_one_deadline_for_the_whole_stop_and_every_part_still_stopped(lifecycle: Lifecycle) -> None:
     journal: list[str] = []
-    lifecycle.grace = 0.3
+    lifecycle.grace = 0.4
     servers, slow, fast = Part("probes", journal), Part("workers", journal, stop_takes=10), Part("watches", journal)
     lifecycle.add(Group.SERVERS, "probes", servers)
     lifecycle.add(Group.LEADING, "workers", slow)
@@ -101,9 +101,23 @@ def test_one_deadline_for_the_whole_stop_and_every_part_still_stopped(lifecycle:
     took = time.monotonic() - began
     assert 0.25 < took < 2
     assert journal[-3:] == ["stop watches", "stop workers", "stop probes"]
-    assert fast.deadline == slow.deadline == servers.deadline  # one deadline, shared
+    assert fast.deadline == slow.deadline  # the leader's group shares one deadline...
+    assert servers.deadline is not None and slow.deadline is not None
+    assert servers.deadline - slow.deadline == pytest.approx(0.1)  # ... a quarter of the grace before the end
     assert lifecycle.stop() is True  # stopping again does nothing
     assert journal.count("stop probes") == 1
+
+
+def test_the_drain_leaves_the_cleanup_its_seconds_of_a_long_grace_period() -> None:
+    parts: list[Part] = []
+    with Lifecycle(grace=30) as owner:
+        for group in (Group.SERVERS, Group.LEADING):
+            parts.append(Part(group.name, []))
+            owner.add(group, group.name, parts[-1])
+        owner.stop()
+    servers, workers = parts
+    assert servers.deadline is not None and workers.deadline is not None
+    assert servers.deadline - workers.deadline == pytest.approx(CLEANUP)
 
 
 def test_the_leaders_group_waits_for_lead_and_stands_by_ready(lifecycle: Lifecycle) -> None:

@@ -279,4 +279,4 @@ def test_every_server_has_its_own_secret() -> None:
     finally:
         for srv in (first, second):
             if srv is not None:
-                srv.server_close()
+                srv.stop()
