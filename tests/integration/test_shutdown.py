@@ -39,6 +39,8 @@ WATCHES = FIXTURES / "projects" / "demo" / "watches.yaml"
 ROUNDS = 50
 GRACE = 3.0  # --graceful-shutdown-timeout: shorter than the longest run, so some stops abandon runs
 SLACK = 2.0  # what follows the drain (the executor, the proxy, the servers) and the interpreter's exit
+# run-local.sh ends after the operator, once the command it was in (a kubectl, a sleep) and tee have ended:
+SCRIPT_SLACK = 2.0
 CTRL_C_ROUNDS = 3
 
 
@@ -207,7 +209,7 @@ def test_ctrl_c_in_run_locals_terminal_ends_the_operator_within_the_grace_period
             wait_until(lambda t=terminal: "applied the samples" in t.text(), 120, "run-local.sh to start the operator")
             time.sleep(rng.uniform(0.0, 4.0))
             terminal.ctrl_c()
-            took = until_gone(terminal.proc, GRACE + SLACK)
+            took = until_gone(terminal.proc, GRACE + SLACK + SCRIPT_SLACK)
             what = f"round {round_} (seed {seed})"
             assert took is not None, f"{what}: run-local.sh still running after Ctrl-C:\n{terminal.text()[-3000:]}"
             assert living_members(terminal.proc.pid) == [], f"{what}: left behind:\n{terminal.text()[-3000:]}"
