@@ -4,8 +4,12 @@ One ``Informer`` per (kind, namespace) runs in its own thread, started by the re
 It lists (paginated), then watches from the list's resourceVersion with bookmarks, resumes from the last
 resourceVersion it saw when a stream ends or the network fails (with capped backoff), and lists again when
 the server answers 410 Gone. On a re-list it reports the differences (objects gone meanwhile come out as
-DELETED). Every change goes to ``on_event(type, old, new)``; the store is never mutated in place, so the
-objects handed out stay as they were read.
+DELETED). Every change goes to ``on_event(type, old, new)``.
+
+What it keeps (``storing``): each object without ``metadata.managedFields``, as compact JSON decoded again at
+every lookup, so no caller can change the store. With ``keep``, only what that function returns of each
+object is stored and handed on (a dependent kind whose body nothing reads keeps its metadata and digests);
+such an informer is not ``full``, and the run proxy never answers a read from it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hybrid_operator import metrics
+from hybrid_operator.kube import storing
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 from hybrid_operator.kube.objects import key_of, meta_of, resource_version_of
 
@@ -28,6 +33,7 @@ READ_TIMEOUT = 45  # seconds without a byte before a watch connection is taken f
 STALE_AFTER = 120  # seconds without progress before /readyz says so
 
 EventHandler = Callable[[str, KubeObject | None, KubeObject], None]
+Keep = Callable[[KubeObject], KubeObject]  # what is stored of an object (its projection)
 
 
 class Informer:
@@ -41,6 +47,7 @@ class Informer:
         label_selector: str = "",
         page_size: int = 500,
         backoff_cap: float = 30.0,
+        keep: Keep | None = None,
     ) -> None:
         self.kube = kube
         self.resource = resource
@@ -49,8 +56,10 @@ class Informer:
         self.page_size = page_size
         self.backoff_cap = backoff_cap
         self.on_event = on_event
+        self.keep = keep
+        self.full = keep is None  # whole objects (without managedFields); else only ``keep``'s projection
         self.synced = threading.Event()
-        self._store: dict[tuple[str, str], KubeObject] = {}
+        self._store = storing.Store()
         self._lock = threading.Lock()
         self._rv = ""
         self._gvk = str(resource.gvk)
@@ -62,18 +71,35 @@ class Informer:
     # -- the store -------------------------------------------------------------------------------------
 
     def get(self, namespace: str, name: str) -> KubeObject | None:
+        """The cached object (a fresh copy), or None."""
         with self._lock:
-            return self._store.get((namespace, name))
+            stored = self._store.raw((namespace, name))
+        return None if stored is None else storing.decode(stored)
+
+    def raw(self, namespace: str, name: str) -> bytes | KubeObject | None:
+        """The cached object as stored (``storing.as_json`` makes it the run proxy's answer), or None."""
+        with self._lock:
+            return self._store.raw((namespace, name))
 
     def objects(self) -> list[KubeObject]:
-        """A snapshot of every cached object (not to be modified)."""
+        """A snapshot of every cached object (fresh copies)."""
         with self._lock:
-            return list(self._store.values())
+            stored = self._store.items()
+        return [storing.decode(value) for _key, value in stored]
 
     def snapshot(self) -> tuple[list[KubeObject], str]:
-        """Every cached object and the resourceVersion the store is at, taken together (not to be modified)."""
+        """Every cached object and the resourceVersion the store is at, taken together (fresh copies)."""
+        stored, rv = self.raw_snapshot()
+        return [storing.decode(value) for _key, value in stored], rv
+
+    def raw_snapshot(self) -> tuple[list[tuple[tuple[str, str], bytes | KubeObject]], str]:
+        """Every cached object's key and stored form, and the resourceVersion the store is at, taken together."""
         with self._lock:
-            return list(self._store.values()), self._rv
+            return self._store.items(), self._rv
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._store)
 
     def health(self, threshold: int = 3) -> tuple[bool, str]:
         """Failing once is normal (a stream ends, the server restarts); failing ``threshold`` times in a row
@@ -149,8 +175,16 @@ class Informer:
                 extra={"fields": {"kind": self._gvk, "namespace": namespace, "name": name}},
             )
 
+    def _kept(self, obj: KubeObject) -> KubeObject:
+        """What is stored and handed on of a decoded object: never its managedFields, and with ``keep``
+        only its projection."""
+        storing.strip(obj)
+        return obj if self.keep is None else self.keep(obj)
+
     def _relist(self) -> None:
-        fresh: dict[tuple[str, str], KubeObject] = {}
+        # Each page is encoded into the new store as it arrives, so only one page is ever decoded at once:
+        # a list of 10,000 objects must not cost 10,000 decoded objects, even for a moment.
+        fresh = storing.Store()
         token = ""
         while True:
             page = self.kube.request(
@@ -162,18 +196,22 @@ class Informer:
             for item in page.get("items", []):
                 item.setdefault("apiVersion", self.resource.gvk.api_version)
                 item.setdefault("kind", self.resource.gvk.kind)
-                fresh[key_of(item)] = item
+                fresh.put(key_of(item), self._kept(item))
             token = meta_of(page).get("continue") or ""
             if not token:
                 break
+            del page
         with self._lock:
             old_store, self._store = self._store, fresh
             self._rv = resource_version_of(page)
-        for key, old in old_store.items():
+        for key, gone in old_store.items():
             if key not in fresh:
-                self._emit("DELETED", old, old)
-        for key, obj in fresh.items():
-            self._emit("MODIFIED" if key in old_store else "ADDED", old_store.get(key), obj)
+                last = storing.decode(gone)
+                self._emit("DELETED", last, last)
+        for key, stored in fresh.items():
+            before = old_store.raw(key)
+            old = None if before is None else storing.decode(before)
+            self._emit("MODIFIED" if before is not None else "ADDED", old, storing.decode(stored))
         if not self.synced.is_set():
             log.info("synced %d objects", len(fresh), extra={"gvk": self._gvk, "namespace": self.namespace})
         self.synced.set()
@@ -209,11 +247,11 @@ class Informer:
 
     def _apply(self, event_type: str, obj: KubeObject) -> None:
         key = key_of(obj)
+        obj = self._kept(obj)
+        stored = storing.encode(obj) if event_type != "DELETED" else None
         with self._lock:  # the store and its resourceVersion change together (``snapshot`` reads both)
             self._rv = resource_version_of(obj) or self._rv
-            old = self._store.get(key)
-            if event_type == "DELETED":
-                self._store.pop(key, None)
-            else:
-                self._store[key] = obj
-        self._emit(event_type, old, obj)
+            before = self._store.pop(key) if stored is None else self._store.raw(key)
+            if stored is not None:
+                self._store.set(key, stored)
+        self._emit(event_type, None if before is None else storing.decode(before), obj)

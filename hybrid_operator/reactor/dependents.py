@@ -16,10 +16,18 @@ A role that reads its children's status (the foo role reports its Deployment's `
 declares it with ``watchDependentStatusChanges``: then a change of a child's ``status`` wakes that owner
 too, instead of the owner polling with a timed requeue. Only owners that declare it are woken; status
 churn nobody reads still wakes nobody.
+
+What is kept of a child: nothing here reads a child's body, only its metadata (owner references,
+operator-sdk's annotations, generation, deletion mark) and whether its declared content or its status
+changed. So unless the run proxy answers reads from the caches (``--proxy-cache-reads``, which needs whole
+objects), a dependent informer keeps ``metadata_only``: that metadata plus a digest of each part, a few
+hundred bytes where a Deployment takes several KB.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 from collections.abc import Mapping
@@ -44,14 +52,55 @@ from hybrid_operator.settings.watches import Watch
 log = logging.getLogger(__name__)
 
 _BOOKKEEPING = ("resourceVersion", "managedFields", "generation", "creationTimestamp", "uid", "selfLink")
+# What ``metadata_only`` keeps of a child's metadata; of its owner references, what ``owners_of`` reads.
+_KEPT_META = ("name", "namespace", "uid", "resourceVersion", "generation", "deletionTimestamp")
+_KEPT_REF = ("apiVersion", "kind", "name", "uid")
+DECLARED = "declaredDigest"  # in a metadata-only child: the digest of what a person declared
 
 
 def declared(obj: Mapping[str, Any]) -> dict[str, Any]:
     """What a person declared: the object without status and server-side bookkeeping."""
-    out = {k: v for k, v in obj.items() if k != "status"}
+    out = {k: v for k, v in obj.items() if k not in ("status", DECLARED)}
     meta = {k: v for k, v in meta_of(obj).items() if k not in _BOOKKEEPING}
     out["metadata"] = meta
     return out
+
+
+def digest(value: Any, fallback: str) -> str:
+    """A short digest of a JSON value; ``fallback`` (the resourceVersion: any write changes it) for one too
+    deep to encode."""
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    except RecursionError:
+        return "rv:" + fallback
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def metadata_only(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What a dependent informer keeps of a child: the metadata read here, a digest of its declared content
+    (what tells a change of a kind without a generation) and of its status (in place of it)."""
+    meta = meta_of(obj)
+    kept: dict[str, Any] = {k: meta[k] for k in _KEPT_META if k in meta}
+    refs = [{k: r[k] for k in _KEPT_REF if k in r} for r in owner_references_of(obj)]
+    if refs:
+        kept["ownerReferences"] = refs
+    annotations = annotations_of(obj)
+    primary = {k: annotations[k] for k in (PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE) if k in annotations}
+    if primary:
+        kept["annotations"] = primary
+    out: dict[str, Any] = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+    rv = str(meta.get("resourceVersion") or "")
+    out[DECLARED] = digest(declared(obj), rv)
+    if "status" in obj:
+        out["status"] = digest(obj["status"], rv)
+    return out
+
+
+def _declared_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    old_digest, new_digest = old.get(DECLARED), new.get(DECLARED)
+    if isinstance(old_digest, str) and isinstance(new_digest, str):
+        return old_digest != new_digest  # both metadata-only
+    return declared(old) != declared(new)
 
 
 def significant_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
@@ -60,7 +109,7 @@ def significant_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     old_generation, new_generation = generation_of(old), generation_of(new)
     if old_generation is not None and new_generation is not None:
         return old_generation != new_generation
-    return declared(old) != declared(new)
+    return _declared_changed(old, new)
 
 
 class DependentWatches:
@@ -72,9 +121,12 @@ class DependentWatches:
         namespaces: tuple[str, ...],
         stop: threading.Event,
         caches: Caches | None = None,
+        *,
+        keep_bodies: bool = False,
     ) -> None:
         self.kube = kube
         self.caches = caches  # where the informers started here are offered to the run proxy
+        self.keep_bodies = keep_bodies  # whole children (the proxy answers reads from them), else metadata_only
         self.queue = queue
         self.namespaces = namespaces
         self.stop = stop
@@ -109,7 +161,8 @@ class DependentWatches:
             return
         namespaces = self.namespaces if resource.namespaced and self.namespaces else ("",)
         for namespace in namespaces:
-            informer = Informer(self.kube, resource, self._handle, namespace=namespace)
+            keep = None if self.keep_bodies else metadata_only
+            informer = Informer(self.kube, resource, self._handle, namespace=namespace, keep=keep)
             if self.caches is not None:
                 self.caches.add(informer)
             threading.Thread(

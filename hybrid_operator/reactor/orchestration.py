@@ -56,7 +56,9 @@ class Operator:
             per_kind_limits={str(w.gvk): config.concurrency(w.gvk) for w in watches},
         )
         self.caches = Caches()  # every informer's store, readable by the proxy with --proxy-cache-reads
-        self.dependents = DependentWatches(kube, self.queue, watches, config.namespaces, self.stop, self.caches)
+        self.dependents = DependentWatches(
+            kube, self.queue, watches, config.namespaces, self.stop, self.caches, keep_bodies=config.proxy_cache_reads
+        )
         self.runtime: Runtime = build_runtime(
             config,
             kube,

@@ -24,6 +24,8 @@ import os
 import re
 import secrets
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +37,7 @@ from hybrid_operator.ansible.reserved import reservations
 from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import Executor, RunRequest
 from hybrid_operator.errors import InvalidObject, OperatorError, TemporaryError
-from hybrid_operator.kube import patching
+from hybrid_operator.kube import patching, storing
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 from hybrid_operator.kube.events import EventRecorder
 from hybrid_operator.kube.objects import (
@@ -59,6 +61,7 @@ log = logging.getLogger(__name__)
 
 REASON_TIMED_OUT = "RunTimedOut"  # the failure reason a run stopped at --run-timeout counts under
 _LABEL_REASON = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
+WRITTEN_TTL = 120.0  # seconds our own status write stands in for a cache that has not delivered it yet
 OWNER_ENV = "HYBRID_OPERATOR_OWNER"  # tells the hybrid_operator.util plugins which object this run is for
 
 
@@ -102,8 +105,10 @@ class Reconciler:
         self.recorder = recorder
         self.proxy = proxy
         # What our own last write returned, per object: a requeue soon after it may start before the watch
-        # has delivered that write, and must not run on the status from before it.
-        self._written: dict[Key, KubeObject] = {}
+        # has delivered that write, and must not run on the status from before it. Kept for WRITTEN_TTL
+        # seconds (oldest first), long past any watch's delay: with thousands of objects at rest it must not
+        # hold a second copy of each.
+        self._written: OrderedDict[Key, tuple[float, KubeObject]] = OrderedDict()
         self._written_lock = threading.Lock()
         # Per-run kubeconfigs hold the proxy's secret: a private dir, never the artifacts; gone at close().
         self._scratch = TempDir("hybrid-operator-runs-")
@@ -264,9 +269,8 @@ class Reconciler:
             return status_mod.final_status(cur, result, manage_status=watch.manage_status, generation=seen)
 
         written = self._write_status(ctx, fresh, final)
-        with self._written_lock:
-            if written is not None:
-                self._written[key] = written
+        if written is not None:
+            self._remember_write(key, written)
         self._record_role_events(fresh, result)
         if not result.succeeded:
             reason = status_mod.failure_reason(result)
@@ -283,7 +287,8 @@ class Reconciler:
     def _newest(self, key: Key, cached: KubeObject | None) -> KubeObject | None:
         """The cached object, or our own later write of it if the watch has not caught up yet."""
         with self._written_lock:
-            mine = self._written.pop(key, None) if cached is None else self._written.get(key)
+            entry = self._written.pop(key, None) if cached is None else self._written.get(key)
+        mine = entry[1] if entry is not None else None
         if cached is None or mine is None:
             return cached
         if _resource_version(mine) > _resource_version(cached):
@@ -291,6 +296,17 @@ class Reconciler:
         with self._written_lock:
             self._written.pop(key, None)  # the cache has caught up
         return cached
+
+    def _remember_write(self, key: Key, written: KubeObject) -> None:
+        now = time.monotonic()
+        with self._written_lock:
+            self._written[key] = (now, storing.strip(written))
+            self._written.move_to_end(key)
+            while self._written:
+                oldest_key, (at, _obj) = next(iter(self._written.items()))
+                if now - at <= WRITTEN_TTL:
+                    break
+                del self._written[oldest_key]
 
     def _fresh(self, ctx: KindContext, before: KubeObject) -> KubeObject | None:
         return self.kube.get_or_none(ctx.resource, namespace_of(before), name_of(before))

@@ -540,6 +540,23 @@ def test_a_requeue_before_the_watch_caught_up_sees_our_own_write(world: World) -
     assert "Running reconciliation" not in json.dumps(world.kube.patches[-1])
 
 
+def test_our_own_writes_are_forgotten_once_no_watch_can_still_be_behind_them(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With thousands of objects at rest, the reconciler must not hold a second copy of each."""
+    now = [1000.0]
+    monkeypatch.setattr(reconciling.time, "monotonic", lambda: now[0])
+    world.kube.put(cr(generation=2))
+    stale = world.kube.stored()
+    world.cache = lambda ns, name: copy.deepcopy(stale)
+    world.reconcile()
+    written = world.reconciler._written[KEY][1]
+    assert "managedFields" not in written["metadata"]
+    now[0] += reconciling.WRITTEN_TTL + 1
+    world.reconciler._remember_write(Key(KEY.gvk, "ns", "other"), {"metadata": {"name": "other"}})
+    assert list(world.reconciler._written) == [Key(KEY.gvk, "ns", "other")]
+
+
 def test_a_cache_that_caught_up_wins_over_our_older_write(world: World) -> None:
     world.kube.put(cr(generation=2))
     world.reconcile()
