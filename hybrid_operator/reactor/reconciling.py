@@ -54,7 +54,7 @@ from hybrid_operator.proxy.server import ApiProxy
 from hybrid_operator.reactor import admitting
 from hybrid_operator.reactor import status as status_mod
 from hybrid_operator.reactor.annotations import RunSettings
-from hybrid_operator.reactor.queueing import Key
+from hybrid_operator.reactor.queueing import Key, resync_delay
 from hybrid_operator.settings.watches import Watch
 
 log = logging.getLogger(__name__)
@@ -281,7 +281,9 @@ class Reconciler:
         started_deleting = not deleting and is_deleting(fresh)
         if started_deleting and watch.finalizer is not None:
             return Outcome(succeeded=True, requeue_after=0)  # deleted during the run: run the finalizer now
-        after = [v for v in (result.requeue_after, period or None) if v is not None]
+        # The role's own requeue is exact; the periodic one falls at the object's phase of its period.
+        resync = resync_delay(key, period, time.time()) if period else None
+        after = [v for v in (result.requeue_after, resync) if v is not None]
         return Outcome(succeeded=True, requeue_after=min(after) if after else None)
 
     def _newest(self, key: Key, cached: KubeObject | None) -> KubeObject | None:

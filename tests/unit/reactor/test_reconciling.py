@@ -28,7 +28,7 @@ from hybrid_operator.kube.owners import Owner
 from hybrid_operator.kube.patching import merge_patch
 from hybrid_operator.reactor import reconciling
 from hybrid_operator.reactor.annotations import RECONCILE_PERIOD
-from hybrid_operator.reactor.queueing import Key
+from hybrid_operator.reactor.queueing import Key, resync_delay
 from hybrid_operator.reactor.reconciling import OWNER_ENV, KindContext, Outcome, Reconciler
 from hybrid_operator.settings.watches import Finalizer, Target, Watch
 
@@ -388,21 +388,36 @@ def test_the_status_records_the_generation_the_run_saw(world: World) -> None:
     assert world.kube.stored()["status"]["observedGeneration"] == 3  # 4 gets a run of its own
 
 
+@pytest.fixture
+def frozen_wall_clock(monkeypatch: pytest.MonkeyPatch) -> float:
+    now = 1_800_000_000.0
+    monkeypatch.setattr(reconciling.time, "time", lambda: now)
+    return now
+
+
 @pytest.mark.parametrize(
     ("role_after", "period", "expected"),
-    [(None, 0.0, None), (30.0, 0.0, 30.0), (None, 60.0, 60.0), (30.0, 60.0, 30.0), (90.0, 60.0, 60.0)],
+    [(None, 0.0, None), (30.0, 0.0, 30.0), (None, 60.0, "resync"), (90.0, 60.0, "resync")],
 )
-def test_requeue_after_is_the_sooner_of_the_role_and_the_period(
-    world: World, role_after: float | None, period: float, expected: float | None
+def test_requeue_after_is_the_sooner_of_the_role_and_the_periodic_resync(
+    world: World, frozen_wall_clock: float, role_after: float | None, period: float, expected: float | str | None
 ) -> None:
     world.kube.put(cr())
     world.executor.results = [RunResult(run_id="r", ok=1, requeue_after=role_after)]
+    if expected == "resync":
+        expected = resync_delay(KEY, period, frozen_wall_clock)
     assert world.reconcile(period=period) == Outcome(succeeded=True, requeue_after=expected)
 
 
-def test_an_annotated_period_overrides_the_default(world: World) -> None:
+def test_a_role_asking_sooner_than_the_resync_is_requeued_as_it_asked(world: World, frozen_wall_clock: float) -> None:
+    world.kube.put(cr())
+    world.executor.results = [RunResult(run_id="r", ok=1, requeue_after=0.001)]
+    assert world.reconcile(period=60.0).requeue_after == 0.001
+
+
+def test_an_annotated_period_overrides_the_default(world: World, frozen_wall_clock: float) -> None:
     world.kube.put(cr(annotations={RECONCILE_PERIOD: "2m"}))
-    assert world.reconcile(period=3600.0).requeue_after == 120.0
+    assert world.reconcile(period=3600.0).requeue_after == resync_delay(KEY, 120.0, frozen_wall_clock)
 
 
 def test_a_failed_run_writes_failure_warns_and_retries(world: World) -> None:
