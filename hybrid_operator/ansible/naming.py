@@ -91,6 +91,30 @@ def object_var_name(group: str, kind: str) -> str:
     return re.sub(r"[.\-]", "_", f"_{group}_{kind.lower()}")
 
 
+def snake_twins(spec: Any, limit: int = 10) -> list[tuple[str, list[str]]]:
+    """Keys of one mapping anywhere in ``spec`` (through lists too, as ``snake_keys`` goes) that snake_case
+    into the same name: ``(path, [keys as written])`` for at most ``limit`` mappings, in path order.
+
+    ``snake_keys`` keeps the last of such keys, so ``{logLevel: info, log_level: x}`` reached the role as
+    ``log_level: x``: a field the CRD's schema checks overridden by an unchecked twin (``"logLevel "`` with
+    a trailing space too). Iterative: any depth is walked without recursion.
+    """
+    found: list[tuple[str, list[str]]] = []
+    stack: list[tuple[Any, str]] = [(spec, "spec")]
+    while stack and len(found) < limit:
+        item, path = stack.pop()
+        if isinstance(item, Mapping):
+            names: dict[str, list[str]] = {}
+            for key, value in item.items():
+                names.setdefault(to_snake(str(key)), []).append(str(key))
+                if isinstance(value, Mapping | list):
+                    stack.append((value, f"{path}.{key}"))
+            found.extend((path, keys) for keys in names.values() if len(keys) > 1)
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(item) if isinstance(v, Mapping | list))
+    return sorted(found[:limit])
+
+
 OPERATOR_VARS = ("ansible_operator_meta",)  # with ``_<group>_<kind>`` and ``_<group>_<kind>_spec``
 _PYTHON_KEYWORDS = frozenset(keyword.kwlist)
 

@@ -79,6 +79,15 @@ class ApiError(TemporaryError):
         return self.status in (0, 408, 429) or self.status >= 500
 
 
+class TooLarge(Exception):
+    """An answer longer than the caller would decode (``Kube.request``'s ``max_bytes``)."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"the answer has {size} bytes, more than the {limit} asked for")
+        self.size = size
+        self.limit = limit
+
+
 @dataclass(frozen=True)
 class Resource:
     gvk: GVK
@@ -204,12 +213,17 @@ class Kube:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float | tuple[float, float] | None = 30,
+        max_bytes: int | None = None,
     ) -> KubeObject:
+        """The decoded answer; with ``max_bytes``, ``TooLarge`` instead when the body is longer (decoding
+        costs many times the body's size in memory, so a caller that can ask for less does)."""
         response = self._raw(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
         try:
             data = response.data
         finally:
             response.release_conn()
+        if max_bytes is not None and len(data) > max_bytes:
+            raise TooLarge(len(data), max_bytes)
         return jsondecoding.loads(data) if data else {}
 
     def stream(self, path: str, query: Mapping[str, Any], timeout: float) -> Iterator[dict[str, Any]]:

@@ -143,3 +143,85 @@ def conditions_of(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     status = obj.get("status")
     conditions = status.get("conditions") if isinstance(status, Mapping) else None
     return [c for c in conditions if isinstance(c, Mapping)] if isinstance(conditions, list) else []
+
+
+# -- bounds ------------------------------------------------------------------------------------------------
+
+# Where an object too large to keep says so: a top-level key no API object has (the API server prunes
+# unknown top-level fields of custom resources), holding how many entries it had and the bound.
+OVERSIZE_KEY = "hybrid-operator/oversize"
+_ALL = 1 << 62  # a count with no bound
+_KEPT_META = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "finalizers",
+    "labels",
+    "annotations",
+    "ownerReferences",
+)
+
+
+def count_entries(value: Any, limit: int) -> int:
+    """How many entries ``value`` holds (each mapping item and list element, at any depth), counting at
+    most to ``limit + 1``; iterative, so any depth is walked without recursion."""
+    count = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        count += len(children)
+        if count > limit:
+            return count
+        stack.extend(child for child in children if isinstance(child, Mapping | list))
+    return count
+
+
+def oversize_stub(obj: Mapping[str, Any], entries: int, limit: int) -> dict[str, Any]:
+    """What is kept of an object with more than ``limit`` entries: its identity (kind, metadata without
+    managedFields), its status conditions, and ``OVERSIZE_KEY``; never its spec."""
+    meta = meta_of(obj)
+    stub: dict[str, Any] = {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": {k: meta[k] for k in _KEPT_META if k in meta},
+        OVERSIZE_KEY: {"entries": entries, "spec": count_entries(obj.get("spec"), _ALL), "limit": limit},
+    }
+    conditions = conditions_of(obj)
+    if conditions:
+        stub["status"] = {"conditions": [dict(c) for c in conditions[:20]]}
+    return stub
+
+
+@dataclass(frozen=True)
+class Oversize:
+    """How large an object was that only its ``oversize_stub`` is left of."""
+
+    entries: int  # in the whole object
+    spec: int  # in its spec
+    limit: int
+
+
+def oversize_of(obj: Mapping[str, Any]) -> Oversize | None:
+    """What ``oversize_stub`` noted when ``obj`` is what it kept of a larger object, else None."""
+    mark = obj.get(OVERSIZE_KEY)
+    if not isinstance(mark, Mapping):
+        return None
+    numbers = [n for n in (mark.get(k) for k in ("entries", "spec", "limit")) if type(n) is int]
+    return Oversize(*numbers) if len(numbers) == 3 else None
+
+
+def bounded(obj: dict[str, Any], limit: int) -> dict[str, Any]:
+    """``obj`` itself when it holds at most ``limit`` entries, else its ``oversize_stub`` (counted whole)."""
+    if count_entries(obj, limit) <= limit:
+        return obj
+    return oversize_stub(obj, count_entries(obj, _ALL), limit)

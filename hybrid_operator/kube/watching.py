@@ -7,9 +7,13 @@ the server answers 410 Gone. On a re-list it reports the differences (objects go
 DELETED). Every change goes to ``on_event(type, old, new)``.
 
 What it keeps (``storing``): each object without ``metadata.managedFields``, as compact JSON decoded again at
-every lookup, so no caller can change the store. With ``keep``, only what that function returns of each
-object is stored and handed on (a dependent kind whose body nothing reads keeps its metadata and digests);
-such an informer is not ``full``, and the run proxy never answers a read from it.
+every lookup, so no caller can change the store. Of each object it keeps what ``keep`` returns for it (the
+object itself by default): the watched kinds keep only a small stub of an object over the entry bound
+(``objects.bounded``), so a tenant's huge object costs its decoding once, not its size for as long as it
+exists; a dependent kind whose body nothing reads keeps its metadata and digests, and its informer is not
+``full``: the run proxy never answers a read from it. A list page whose body passes ``MAX_PAGE_BYTES`` is
+asked for again in smaller pages before it is decoded (decoding costs many times the body's size), down
+to one object a page.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 from hybrid_operator import metrics
 from hybrid_operator.kube import storing
-from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
+from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource, TooLarge
 from hybrid_operator.kube.objects import key_of, meta_of, resource_version_of
 
 log = logging.getLogger(__name__)
@@ -31,6 +35,7 @@ log = logging.getLogger(__name__)
 WATCH_SECONDS = 35  # the server ends each watch after 25-35 s
 READ_TIMEOUT = 45  # seconds without a byte before a watch connection is taken for dead
 STALE_AFTER = 120  # seconds without progress before /readyz says so
+MAX_PAGE_BYTES = 4 << 20  # a list page's body past which it is asked for again in smaller pages
 
 EventHandler = Callable[[str, KubeObject | None, KubeObject], None]
 Keep = Callable[[KubeObject], KubeObject]  # what is stored of an object (its projection)
@@ -48,6 +53,7 @@ class Informer:
         page_size: int = 500,
         backoff_cap: float = 30.0,
         keep: Keep | None = None,
+        full: bool = True,
     ) -> None:
         self.kube = kube
         self.resource = resource
@@ -57,7 +63,7 @@ class Informer:
         self.backoff_cap = backoff_cap
         self.on_event = on_event
         self.keep = keep
-        self.full = keep is None  # whole objects (without managedFields); else only ``keep``'s projection
+        self.full = full  # what ``keep`` keeps is the whole object (the run proxy may answer reads from it)
         self.synced = threading.Event()
         self._store = storing.Store()
         self._lock = threading.Lock()
@@ -186,21 +192,28 @@ class Informer:
         # a list of 10,000 objects must not cost 10,000 decoded objects, even for a moment.
         fresh = storing.Store()
         token = ""
+        limit = self.page_size
         while True:
-            page = self.kube.request(
-                "GET",
-                self.resource.path(self.namespace or None),
-                query={"limit": self.page_size, "continue": token, "labelSelector": self.label_selector},
-                timeout=60,
-            )
+            try:
+                page = self.kube.request(
+                    "GET",
+                    self.resource.path(self.namespace or None),
+                    query={"limit": limit, "continue": token, "labelSelector": self.label_selector},
+                    timeout=60,
+                    max_bytes=MAX_PAGE_BYTES if limit > 1 else None,
+                )
+            except TooLarge:
+                limit = max(1, limit // 4)  # the same page again, fewer objects at a time
+                continue
             for item in page.get("items", []):
                 item.setdefault("apiVersion", self.resource.gvk.api_version)
                 item.setdefault("kind", self.resource.gvk.kind)
                 fresh.put(key_of(item), self._kept(item))
+            page.pop("items", None)  # what was not kept is freed before the next page
             token = meta_of(page).get("continue") or ""
             if not token:
                 break
-            del page
+            limit = self.page_size
         with self._lock:
             old_store, self._store = self._store, fresh
             self._rv = resource_version_of(page)

@@ -15,9 +15,10 @@ such kinds from its cache too; ours does so only when the answer is provably the
   reads of it, and its LISTs of that kind and namespace, go to the API server for the rest of the run
   (``RunWrites``). The cache may not hold the write yet; the run that made it must never see it undone.
 
-Everything else is forwarded. A found object is answered exactly as the cache holds it (what the watch
-delivered, apiVersion and kind set, without ``metadata.managedFields``, which the informers never keep), a
-missing one with the API server's NotFound Status.
+Everything else is forwarded, and so is a read that would meet what the informer kept of an object over
+``--max-object-entries`` (a stub, not the object). A found object is answered exactly as the cache holds
+it (what the watch delivered, apiVersion and kind set, without ``metadata.managedFields``, which the
+informers never keep), a missing one with the API server's NotFound Status.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 from hybrid_operator.kube import storing
-from hybrid_operator.kube.objects import name_of
+from hybrid_operator.kube.objects import OVERSIZE_KEY, name_of
 from hybrid_operator.kube.watching import Informer
 
 _GROUP = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
@@ -40,6 +41,9 @@ _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9._:]{0,251}[A-Za-z0-9])?")
 _EMPTY_ALLOWED = {"labelSelector", "fieldSelector"}  # clients send them empty; with a value: forward
 _MAX_WRITES = 1024  # objects one run may write before all its reads are forwarded
 ANY = "*"  # a name standing for every object of a collection
+# In the JSON of what an informer kept of an object over the entry bound (a stub, not the object). Found
+# anywhere else (a key in a spec), the read is forwarded all the same: the API server's answer is never wrong.
+_STUB_MARK = json.dumps(OVERSIZE_KEY).encode() + b":"
 
 
 @dataclass(frozen=True)
@@ -190,15 +194,15 @@ class Caches:
             if stored is None:
                 return Answer(404, json.dumps(_not_found(informer, location.name)).encode())
             body = storing.as_json(stored)
-            return None if body is None else Answer(200, body)
+            return None if body is None or _STUB_MARK in body else Answer(200, body)
         everything, resource_version = informer.raw_snapshot()
         items = sorted(
             (key, storing.as_json(value))
             for key, value in everything
             if not location.namespace or key[0] == location.namespace
         )
-        if any(body is None for _key, body in items):
-            return None  # an object too deep to encode: the API server's to answer
+        if any(body is None or _STUB_MARK in body for _key, body in items):
+            return None  # an object too deep to encode, or only a stub is kept of it: the API server's to answer
         gvk = informer.resource.gvk
         head = {
             "apiVersion": gvk.api_version,

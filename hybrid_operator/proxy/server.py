@@ -27,7 +27,6 @@ only after its token checked out (at most half of them for one run).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import re
@@ -68,7 +67,7 @@ class ApiProxy:
         head_deadline: float = 5.0,
         upstream_silence: float = 30.0,
         max_streams_per_run: int = 8,
-        max_stream_seconds: float = 600.0,
+        max_stream_seconds: float = 120.0,
     ) -> None:
         self.kube = kube
         self.inject = inject
@@ -225,11 +224,12 @@ class ApiProxy:
         self, handler: BaseHTTPRequestHandler, owner: Owner, token: str, target: str, body: bytes | None
     ) -> None:
         path, _, query = target.partition("?")
-        if handler.command == "GET" and "watch=" not in query:
+        streamed = streaming.streamed(handler.command, target)
+        if handler.command == "GET" and not streamed:
             metrics.PROXY_READS.labels("api").inc()
         # A run that reads one object its owner's kind owns (kubernetes.core.k8s reads before it patches)
         # is how a restarted operator learns which children to watch again, as upstream's proxy does.
-        read_one = handler.command == "GET" and "watch=" not in query and _OBJECT.match(path) is not None
+        read_one = handler.command == "GET" and not streamed and _OBJECT.match(path) is not None
         if handler.command == "POST" and body:
             try:
                 body = self._on_create(path, owner, body)
@@ -245,10 +245,10 @@ class ApiProxy:
         if body is not None:
             headers["Content-Length"] = str(len(body))
         # A silent API server must not hold the run (and this thread): a plain answer may pause for
-        # upstream_silence at most; a stream may be silent for good reason, and has the stream's bounds instead.
-        streamed = streaming.streamed(handler.command, target)
+        # upstream_silence at most; a stream may be silent for good reason. Both have the streams' deadline
+        # and end with their run (``streaming.Streams``), however slowly the answer trickles.
         try:
-            with self.streams.open(token) if streamed else contextlib.nullcontext() as stream:
+            with self.streams.open(token, counted=streamed) as stream:
                 upstream = self.kube.api.rest_client.pool_manager.request(
                     handler.command,
                     self.kube.api.configuration.host + url_path,
@@ -259,10 +259,12 @@ class ApiProxy:
                     retries=False,
                     redirect=False,
                 )
-                if stream is not None:  # a cut ends the API server's side; the run's then ends cleanly
-                    self.streams.hold(stream, streaming.socket_of(upstream))
+                # A cut (the deadline, the run's end) ends the API server's side; the run's then ends cleanly.
+                self.streams.hold(stream, streaming.socket_of(upstream))
                 keep = read_one and upstream.status == 200
-                seen = streaming.relay(handler, upstream, keep=keep, limit=_MAX_INSPECTED, stream=stream)
+                seen = streaming.relay(
+                    handler, upstream, keep=keep, limit=_MAX_INSPECTED, stream=stream if streamed else None
+                )
         except accepting.BadRequest as exc:
             handler.send_error(exc.status, exc.message)
             return

@@ -8,9 +8,16 @@ while they last, and register their sockets with it.
 
 Why a registry: once established, a stream may rightly be silent for minutes (a watch with no events, an
 exec waiting for its command), so no read timeout bounds it. What bounds it instead: at most
-``max_per_run`` streams per run at once (429 past that), each cut after ``max_seconds`` (by default the
-run's own timeout), and every stream of a run cut when its token is revoked (the run ended). A cut shuts
-the stream's sockets down, which wakes whatever thread is blocked on them with end-of-file.
+``max_per_run`` streams per run at once (429 past that), each cut after ``max_seconds``
+(``--proxy-stream-timeout``, 2 minutes by default: well below the run's own timeout, so a run waiting on
+a stream gives its worker back long before), and every stream of a run cut when its token is revoked
+(the run ended). A cut shuts the stream's sockets down, which wakes whatever thread is blocked on them
+with end-of-file.
+
+Plain requests are registered too (``open(..., counted=False)``): they do not count against the cap, but
+they have the same deadline and end with their run. So whatever a request's query says, and whatever the
+API server (or a pod behind its ``proxy`` subresource, trickling a byte every few seconds) makes of it,
+nothing a run started outlives the run or the deadline.
 """
 
 from __future__ import annotations
@@ -42,7 +49,6 @@ _UPGRADABLE = re.compile(
 )
 _LOG = re.compile(rf"^/api/v1/namespaces/{_NAME}/pods/{_NAME}/log/?$")
 _PROTOCOLS = {"websocket": "websocket", "spdy/3.1": "SPDY/3.1"}  # what Kubernetes clients upgrade to
-_TRUE = ("true", "1")
 _CHUNK = 16384
 
 
@@ -83,15 +89,29 @@ def upgrade_of(path: str, headers: Message) -> Upgrade | None:
     return Upgrade(match["ns"], match["name"], match["sub"], _PROTOCOLS[protocols[0]])
 
 
+def _on(values: list[str]) -> bool:
+    """A boolean query parameter as the API server reads it (apimachinery's ``Convert_Slice_string_To_bool``):
+    absent is false, and so are ``0`` and ``false`` in any case; anything else, the empty string, ``yes``,
+    ``t``, ``on``, is true. The server reads the first value; any true one counts here, so a request is
+    never taken for less than the server will make of it."""
+    return any(value != "0" and value.lower() != "false" for value in values)
+
+
 def streamed(method: str, target: str) -> bool:
-    """Whether the answer to this request is a stream with no end of its own: a watch or a followed log."""
+    """Whether the answer to this request is a stream with no end of its own: a watch or a followed log.
+
+    Parsed as the API server parses it (``_on``), so ``watch=yes`` is the watch the server makes of it.
+    Every request is bounded anyway (see ``Streams``); this says which ones count against a run's cap.
+    """
     if method != "GET":
         return False
     path, _, query = target.partition("?")
-    params = dict(parse_qsl(query, keep_blank_values=True))
-    if params.get("watch", "").lower() in _TRUE or "/watch/" in path:
+    params: dict[str, list[str]] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        params.setdefault(key, []).append(value)
+    if _on(params.get("watch", [])) or "/watch/" in path:
         return True
-    return params.get("follow", "").lower() in _TRUE and _LOG.match(path) is not None
+    return _on(params.get("follow", [])) and _LOG.match(path) is not None
 
 
 def socket_of(upstream: urllib3.BaseHTTPResponse) -> socket.socket | None:
@@ -113,6 +133,7 @@ class Stream:
 
     key: str
     deadline: float
+    counted: bool = True  # against the run's cap: a stream, not a plain request
     sockets: list[socket.socket] = field(default_factory=list)
     cut: bool = False  # ended by its deadline or its run's end, not by either side
 
@@ -137,20 +158,22 @@ class Streams:
         with self._changed:
             return [sock for stream in self._live for sock in stream.sockets]
 
-    def count(self, key: str | None = None) -> int:
+    def count(self, key: str | None = None, *, plain: bool = False) -> int:
+        """The streams of run ``key`` (of every run if None); with ``plain``, its plain requests too."""
         with self._changed:
-            return sum(1 for s in self._live if key is None or s.key == key)
+            return sum(1 for s in self._live if (key is None or s.key == key) and (plain or s.counted))
 
     @contextlib.contextmanager
-    def open(self, key: str) -> Iterator[Stream]:
-        """A stream for run ``key`` while the block lasts. Raises ``TooManyStreams``, or ``BadRequest`` (401)
-        when the run ended since its token was checked (its streams were cut, this one would outlive it)."""
+    def open(self, key: str, *, counted: bool = True) -> Iterator[Stream]:
+        """A stream (``counted``) or plain request for run ``key`` while the block lasts. Raises
+        ``TooManyStreams``, or ``BadRequest`` (401) when the run ended since its token was checked (its
+        streams were cut, this one would outlive it)."""
         with self._changed:
             if not self._alive(key):
                 raise accepting.BadRequest(401, "the run this token belonged to has ended")
-            if sum(1 for s in self._live if s.key == key) >= self.max_per_run:
+            if counted and sum(1 for s in self._live if s.key == key and s.counted) >= self.max_per_run:
                 raise TooManyStreams(self.max_per_run)
-            stream = Stream(key, time.monotonic() + self.max_seconds)
+            stream = Stream(key, time.monotonic() + self.max_seconds, counted)
             self._live.add(stream)
             if self._watchdog is None:
                 self._watchdog = threading.Thread(target=self._watch, name="proxy-streams", daemon=True)

@@ -1,15 +1,17 @@
 """An object's checks before a run: what a custom resource's author controls is bounded here.
 
 Called by ``reconciling`` first thing for every object it is about to run. Whoever may create a custom
-resource is usually far less trusted than the operator, so nothing of the object reaches Ansible before
-it passed: a nesting depth Ansible and the extra-vars file can take, no mapping key anywhere in the object
-(spec, status, metadata) that Ansible's decoders give meaning to (``__ansible_unsafe``...: see
+resource is usually far less trusted than the operator, so nothing of the object reaches Ansible before it
+passed: a size (``--max-object-entries``: an object over it is kept only as a stub by the informer and
+refused here), a nesting depth Ansible and the extra-vars file can take, no mapping key anywhere in the
+object (spec, status, metadata) that Ansible's decoders give meaning to (``__ansible_unsafe``...: see
 ``ansible.extravars``), a spec that is a mapping whose keys do not name one of Ansible's or the operator's
-own variables, and operator-sdk's annotations within bounds. What fails raises ``InvalidObject`` with a
-reason and a message naming every offending field as the user wrote it; the reconciler puts that on the
-object (Failure condition, Warning Event) and does not run it until it changes. And no object runs at all
-while the installed Ansible failed the start-up check that it reads the extra vars as data
-(``ansible.reserved``): reason ``UnsafeAnsible``.
+own variables, no two keys of one mapping that snake_case into the same name (the unchecked twin of a
+schema-checked field would override it), and operator-sdk's annotations within bounds. What fails raises
+``InvalidObject`` with a reason and a message naming every offending field as the user wrote it; the
+reconciler puts that on the object (Failure condition, Warning Event) and does not run it until it
+changes. And no object runs at all while the installed Ansible failed the start-up check that it reads the
+extra vars as data (``ansible.reserved``): reason ``UnsafeAnsible``.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from typing import Any
 from hybrid_operator.ansible import extravars, naming
 from hybrid_operator.ansible.reserved import Reservations
 from hybrid_operator.errors import InvalidObject, TemporaryError
-from hybrid_operator.kube.objects import meta_of
+from hybrid_operator.kube.objects import count_entries, meta_of, oversize_of, oversize_stub
 from hybrid_operator.reactor.annotations import RunSettings, run_settings
 
 MAX_DEPTH = 100  # nesting levels of the whole object; real resources stay far below 30
+DEFAULT_MAX_ENTRIES = 10_000  # --max-object-entries: Kiali's CR with every option set has a few hundred
 REASON_SPEC = "InvalidSpec"
 REASON_OBJECT = "InvalidObject"
 REASON_ANSIBLE = "UnsafeAnsible"
@@ -40,6 +43,7 @@ def admit(
     snake_case: bool,
     ansible: Callable[[], Reservations],
     defaults: RunSettings,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
 ) -> RunSettings:
     """The object's run settings if it may run; ``InvalidObject`` saying why not otherwise.
 
@@ -57,6 +61,7 @@ def admit(
         raise InvalidObject(
             REASON_OBJECT, f"The object is nested more than {MAX_DEPTH} levels deep; refusing to run it"
         )
+    _check_entries(obj, max_entries)
     keys = extravars.reserved_key_paths(obj, reservations.keys, limit=_LISTED + 1)
     if keys:
         in_spec = all(path.startswith("spec.") for path in keys)
@@ -69,11 +74,43 @@ def admit(
     )
     if refused:
         raise InvalidObject(REASON_SPEC, spec_message(refused))
+    if snake_case:
+        twins = naming.snake_twins(spec or {}, limit=_LISTED + 1)
+        if twins:
+            raise InvalidObject(REASON_SPEC, twins_message(twins))
     return run_settings(
         meta_of(obj),
         period=defaults.reconcile_period,
         verbosity=defaults.verbosity,
         max_artifacts=defaults.max_artifacts,
+    )
+
+
+def _check_entries(obj: Mapping[str, Any], limit: int) -> None:
+    """Refuse an object with more than ``limit`` entries: the informer kept only a stub of one (it says how
+    large it was), and an object that came another way (``reconcile FILE``, our own write) is counted here."""
+    size = oversize_of(obj)
+    if size is None:
+        entries = count_entries(obj, limit)
+        if entries <= limit:
+            return
+        size = oversize_of(oversize_stub(obj, count_entries(obj, 1 << 62), limit))
+        assert size is not None
+    where = "its spec" if size.spec > size.limit else "the whole object (metadata, spec and status)"
+    raise InvalidObject(
+        REASON_SPEC if size.spec > size.limit else REASON_OBJECT,
+        f"The object holds {size.entries} entries (mapping items and list elements at any depth; {size.spec} in "
+        f"its spec), more than the {size.limit} the operator takes (--max-object-entries); refusing to run it "
+        f"until {where} is smaller",
+    )
+
+
+def twins_message(twins: list[tuple[str, list[str]]]) -> str:
+    shown = "; ".join(f"{path}: {' and '.join(repr(k[:_KEY_CHARS]) for k in keys)}" for path, keys in twins[:_LISTED])
+    more = " and more" if len(twins) > _LISTED else ""
+    return (
+        f"spec keys that become the same variable name once snake_cased: {shown}{more}; the role would see only "
+        "one of them (the last written, whichever the schema checked): keep one spelling"
     )
 
 

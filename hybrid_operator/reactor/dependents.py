@@ -162,7 +162,9 @@ class DependentWatches:
         namespaces = self.namespaces if resource.namespaced and self.namespaces else ("",)
         for namespace in namespaces:
             keep = None if self.keep_bodies else metadata_only
-            informer = Informer(self.kube, resource, self._handle, namespace=namespace, keep=keep)
+            informer = Informer(
+                self.kube, resource, self._handle, namespace=namespace, keep=keep, full=self.keep_bodies
+            )
             if self.caches is not None:
                 self.caches.add(informer)
             threading.Thread(

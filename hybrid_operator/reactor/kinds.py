@@ -9,6 +9,7 @@ the cache only. ``watches_synced`` is the ``/readyz`` check of all of it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from hybrid_operator import eventlog
 from hybrid_operator.errors import OperatorError
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
-from hybrid_operator.kube.objects import uid_of
+from hybrid_operator.kube.objects import bounded, uid_of
 from hybrid_operator.kube.watching import Informer
 from hybrid_operator.proxy.cachereads import Caches
 from hybrid_operator.reactor.filtering import event_priority, wants_reconcile
@@ -105,6 +106,7 @@ class Kinds:
                 self._handler(watch, gvk),
                 namespace=namespace,
                 label_selector=watch.selector,
+                keep=functools.partial(bounded, limit=self.config.max_object_entries),
             )
             self.caches.add(kind.informers[namespace])
         self.by_gvk[gvk] = kind  # before any event can reach a worker

@@ -59,6 +59,7 @@ from hybrid_operator.settings.watches import Watch
 
 log = logging.getLogger(__name__)
 
+MIN_REQUEUE = 1.0  # seconds: the least requeue_after a role gets, as the reconcile-period annotation's floor
 REASON_TIMED_OUT = "RunTimedOut"  # the failure reason a run stopped at --run-timeout counts under
 _LABEL_REASON = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
 WRITTEN_TTL = 120.0  # seconds our own status write stands in for a cache that has not delivered it yet
@@ -76,6 +77,7 @@ class KindContext:
     verbosity: int = 2
     on_event: Callable[[dict[str, Any]], None] | None = None  # each run's events, as they arrive
     log_failed_output: bool = True  # log a failed run's task output (not under --ansible-log-events=nothing)
+    max_entries: int = admitting.DEFAULT_MAX_ENTRIES  # --max-object-entries
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ class Outcome:
     """What the worker does with the key next."""
 
     succeeded: bool
-    requeue_after: float | None = None  # None: do not come back unless the object changes
+    requeue_after: float | None = None  # None: do not come back unless the object changes; 0: ours, at once
     retry: bool = False  # requeue with backoff
     refused: str = ""  # the reason the object was not run (admitting), if it was not
     reason: str = ""  # why it did not succeed (the Failure reason written, RunTimedOut, the refusal's)
@@ -110,6 +112,7 @@ class Reconciler:
         # hold a second copy of each.
         self._written: OrderedDict[Key, tuple[float, KubeObject]] = OrderedDict()
         self._written_lock = threading.Lock()
+        self._floored: set[Key] = set()  # objects whose role asked for a requeue under MIN_REQUEUE (logged once)
         # Per-run kubeconfigs hold the proxy's secret: a private dir, never the artifacts; gone at close().
         self._scratch = TempDir("hybrid-operator-runs-")
         self._kubeconfigs = self._scratch.path
@@ -171,6 +174,7 @@ class Reconciler:
             snake_case=watch.snake_case_parameters,
             ansible=reservations,
             defaults=RunSettings(ctx.reconcile_period, ctx.verbosity, watch.max_runner_artifacts),
+            max_entries=ctx.max_entries,
         )
 
     def _run(self, key: Key, request: RunRequest, *, show_output: bool = True) -> RunResult:
@@ -281,10 +285,31 @@ class Reconciler:
         started_deleting = not deleting and is_deleting(fresh)
         if started_deleting and watch.finalizer is not None:
             return Outcome(succeeded=True, requeue_after=0)  # deleted during the run: run the finalizer now
-        # The role's own requeue is exact; the periodic one falls at the object's phase of its period.
+        # The role's own requeue is exact (floored); the periodic one falls at the object's phase of its period.
         resync = resync_delay(key, period, time.time()) if period else None
-        after = [v for v in (result.requeue_after, resync) if v is not None]
+        after = [v for v in (self._requeue_floor(key, result.requeue_after), resync) if v is not None]
         return Outcome(succeeded=True, requeue_after=min(after) if after else None)
+
+    def _requeue_floor(self, key: Key, requested: float | None) -> float | None:
+        """A role's ``requeue_after``, at least ``MIN_REQUEUE`` seconds: ``"0s"`` from a spec field once looped an
+        object 65 times in 30 s for as long as it existed. Said once per object, not at every loop."""
+        if requested is None or requested >= MIN_REQUEUE:
+            return requested
+        with self._written_lock:
+            first = key not in self._floored
+            if first:
+                if len(self._floored) >= 10_000:
+                    self._floored.clear()
+                self._floored.add(key)
+        if first:
+            log.warning(
+                "the role asked to run %s again after %.3gs; running it again after %ss, the least allowed",
+                key,
+                requested,
+                MIN_REQUEUE,
+                extra={"fields": {"kind": key.gvk, "namespace": key.namespace, "name": key.name}},
+            )
+        return MIN_REQUEUE
 
     def _newest(self, key: Key, cached: KubeObject | None) -> KubeObject | None:
         """The cached object, or our own later write of it if the watch has not caught up yet."""

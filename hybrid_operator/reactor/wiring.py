@@ -84,4 +84,5 @@ def kind_context(
         verbosity=config.verbosity(watch.gvk),
         on_event=on_event,
         log_failed_output=eventlog.shows_failed_output(config.ansible_log_events),
+        max_entries=config.max_object_entries,
     )

@@ -112,6 +112,8 @@ class Workers:
         if outcome.succeeded:
             self.queue.forget(key)
         if outcome.requeue_after is not None:
+            # 0 only comes from the reconciler itself (the object began deleting during its run: a change the
+            # watch will report too); a role's requeue_after is at least reconciling.MIN_REQUEUE, a resync.
             priority = PRIORITY_CHANGE if outcome.requeue_after == 0 else PRIORITY_RESYNC
             self.queue.add(key, delay=outcome.requeue_after, priority=priority)
 
@@ -124,7 +126,7 @@ class Workers:
             log.exception("reconcile of %s crashed, retrying", key)
         if verdict.retry is Retry.NOW:
             log.info("reconcile of %s met a conflict; running again on fresh state: %s", key, exc)
-            self.queue.add(key)
+            self.queue.add(key, priority=PRIORITY_RESYNC)  # a retry: never ahead of a change seen by a watch
         elif verdict.retry is Retry.BACKOFF:
             delay = self.queue.add_rate_limited(key, at_least=verdict.delay)
             if not verdict.bug:

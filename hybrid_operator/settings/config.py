@@ -226,13 +226,21 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         default=_size("1Gi"),
         help="disk budget for all kept artifacts; the oldest runs go first",
     )
+    a(
+        "--max-object-entries",
+        type=_positive_int,
+        default=10_000,
+        help="entries (mapping items and list elements, at any depth) a watched object may hold; a larger one "
+        "is refused with InvalidSpec and only a stub of it is kept in memory",
+    )
     _switch(parser, "--inject-owner-ref", True, "give children the role creates an ownerReference")
     a(
         "--proxy-stream-timeout",
         type=_duration,
-        default=None,
-        help="how long one exec, attach, port-forward, watch or followed log of a run may last through the "
-        "run proxy (default, or 0: --ansible-run-timeout); each one also ends with its run",
+        default=_duration("2m"),
+        help="how long one request of a run may last through the run proxy: an exec, attach, port-forward, "
+        "watch or followed log, or a plain request however slowly it is answered (at most "
+        "--ansible-run-timeout; 0: that); each one also ends with its run",
     )
     _switch(
         parser,
@@ -345,8 +353,9 @@ class Config:
     kubeconfig: str | None
     namespaces: tuple[str, ...]  # empty: all namespaces
     proxy_cache_reads: bool = False
-    proxy_stream_timeout: float = 600.0  # seconds; math.inf when neither it nor the run's timeout is set
+    proxy_stream_timeout: float = 120.0  # seconds; math.inf when neither it nor the run's timeout is set
     inventory: Path | None = None  # ANSIBLE_INVENTORY: copied into every run's input dir instead of localhost
+    max_object_entries: int = 10_000  # entries a watched object may hold before it is refused and stubbed
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Config:
@@ -381,7 +390,7 @@ class Config:
             max_artifacts_bytes=args.max_artifacts_size,
             inject_owner_ref=args.inject_owner_ref,
             proxy_cache_reads=args.proxy_cache_reads,
-            proxy_stream_timeout=args.proxy_stream_timeout or args.ansible_run_timeout or math.inf,
+            proxy_stream_timeout=min(args.proxy_stream_timeout or math.inf, args.ansible_run_timeout or math.inf),
             executor=args.executor,
             module_server=args.module_server,
             leader_elect=args.leader_elect,
@@ -401,6 +410,7 @@ class Config:
             kubeconfig=args.kubeconfig,
             namespaces=namespaces,
             inventory=_inventory(env),
+            max_object_entries=args.max_object_entries,
         )
 
     def per_kind(self, prefix: str, gvk: GVK, default: int, env: Mapping[str, str] | None = None) -> int:

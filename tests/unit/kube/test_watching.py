@@ -7,14 +7,15 @@ backoff asked for, so no test sleeps.
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
 import pytest
 
 from hybrid_operator.kube import watching
-from hybrid_operator.kube.client import ApiError, KubeObject, Resource
-from hybrid_operator.kube.objects import GVK
+from hybrid_operator.kube.client import ApiError, KubeObject, Resource, TooLarge
+from hybrid_operator.kube.objects import GVK, bounded, oversize_of
 from hybrid_operator.kube.watching import Informer
 
 RESOURCE = Resource(GVK("cache.example.com", "v1alpha1", "Memcached"), "memcacheds", True)
@@ -59,13 +60,29 @@ class ScriptedKube:
         self.list_queries: list[dict[str, Any]] = []
         self.watch_queries: list[dict[str, Any]] = []
 
-    def request(self, method: str, path: str, *, query: dict[str, Any], timeout: float) -> KubeObject:
+    def request(
+        self, method: str, path: str, *, query: dict[str, Any], timeout: float, max_bytes: int | None = None
+    ) -> KubeObject:
+        """The next page; with ``max_bytes``, ``TooLarge`` for a page whose JSON is longer, trimmed to the
+        ``limit`` asked for (the page is then still there for the next, smaller request)."""
         assert (method, path) == ("GET", PATH)
         self.list_queries.append(dict(query))
         if not self.lists:
             self.stop.set()
             raise ApiError(0, "script ended")
-        answer = self.lists.pop(0)
+        answer = self.lists[0]
+        if isinstance(answer, dict) and len(answer["items"]) > query["limit"]:
+            rest = {**answer, "items": answer["items"][query["limit"] :]}
+            answer = {**answer, "items": answer["items"][: query["limit"]]}
+            answer["metadata"] = {**answer["metadata"], "continue": "more"}
+            size = len(json.dumps(answer))
+            if max_bytes is not None and size > max_bytes:
+                raise TooLarge(size, max_bytes)
+            self.lists[0] = rest
+            return answer
+        if isinstance(answer, dict) and max_bytes is not None and len(json.dumps(answer)) > max_bytes:
+            raise TooLarge(len(json.dumps(answer)), max_bytes)
+        self.lists.pop(0)
         if isinstance(answer, Exception):
             raise answer
         return dict(answer)
@@ -169,7 +186,8 @@ def test_with_keep_only_the_projection_is_stored_and_handed_on() -> None:
     def names_only(obj: KubeObject) -> KubeObject:
         return {"metadata": {k: obj["metadata"][k] for k in ("name", "namespace", "resourceVersion")}}
 
-    run = Run([page("10", cr("a", "5", size=1))], [[event("MODIFIED", cr("a", "6", size=2))]], keep=names_only).run()
+    watch = [[event("MODIFIED", cr("a", "6", size=2))]]
+    run = Run([page("10", cr("a", "5", size=1))], watch, keep=names_only, full=False).run()
     assert not run.informer.full
     assert [new for _t, _old, new in run.events] == [names_only(cr("a", "5")), names_only(cr("a", "6"))]
     assert run.events[1][1] == names_only(cr("a", "5"))
@@ -336,3 +354,31 @@ def test_health_fails_when_nothing_got_through_for_too_long(monkeypatch: pytest.
     ok, detail = informer.health()
     assert not ok
     assert "in ns has made no progress" in detail
+
+
+# -- what is kept --------------------------------------------------------------------------------------
+
+
+def test_an_object_over_the_entry_bound_is_kept_as_a_stub_listed_or_watched() -> None:
+    big = cr("big", "5", items=[{"a": 1}] * 300)
+    watched = cr("later", "11", items=list(range(300)))
+    run = Run([page("10", cr("small", "6", size=1), big)], [[event("ADDED", watched)]], keep=lambda o: bounded(o, 100))
+    run.run()
+    kept = {o["metadata"]["name"]: o for o in run.informer.objects()}
+    assert kept["small"]["spec"] == {"size": 1}
+    for name, entries in (("big", 608), ("later", 306)):  # the items, apiVersion and kind, metadata
+        assert "spec" not in kept[name]
+        size = oversize_of(kept[name])
+        assert size is not None and (size.entries, size.limit) == (entries, 100), name
+        assert kept[name]["metadata"]["name"] == name
+    assert next(new for _, _, new in run.events if new["metadata"]["name"] == "big") == kept["big"]
+
+
+def test_a_page_too_large_to_decode_is_asked_for_again_in_smaller_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watching, "MAX_PAGE_BYTES", 2_000)
+    objects = [cr(f"o{i}", str(i), blob="x" * 300) for i in range(12)]  # ~0.4 KB each: 4 fit in a page
+    run = Run([page("50", *objects)], [[]], page_size=500).run()
+    assert run.names() == sorted(f"o{i}" for i in range(12))
+    limits = [q["limit"] for q in run.kube.list_queries]
+    assert limits[:3] == [500, 125, 31] and all(limit <= 500 for limit in limits)
+    assert min(limits) >= 1

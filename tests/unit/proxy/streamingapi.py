@@ -4,7 +4,10 @@ switch protocols and echo, stream a watch or a log forever, answer slowly.
 - ``POST .../selfsubjectaccessreviews``: ``allowed`` (recorded in ``reviews``);
 - an upgrade of ``.../exec|attach|portforward``: ``101`` (then ``early``, then an echo of every byte) or,
   with ``refusal`` set, that answer on a connection it keeps open, as a keep-alive server does;
-- ``?watch=true`` and ``.../log?follow=true``: a chunked answer, one chunk every ``every`` seconds, endless;
+- a watch (``?watch=`` anything the real server takes for true) and ``.../log?follow=true``: a chunked
+  answer, one chunk every ``every`` seconds, endless;
+- ``.../services/slow:80/proxy/...`` (a pod's server behind the API server): a plain answer trickling a byte every
+  ``every`` seconds, endless;
 - anything else: a small JSON answer after ``delay`` seconds.
 
 Every request head is kept in ``heads``; ``live`` counts the connections now upgraded or streaming.
@@ -19,6 +22,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from urllib.parse import parse_qs
 
 
 @dataclass(frozen=True)
@@ -100,8 +104,11 @@ class StreamingApi:
                 return True  # kept open, as a keep-alive server does: the proxy must not wait for its end
             self._switch(conn, head, rest)
             return False
-        if "watch=true" in head.target or "follow=true" in head.target:
+        if _streams(head.target):
             self._stream(conn)
+            return False
+        if "/services/slow:80/proxy/" in path:  # a pod's own server behind the proxy subresource, trickling
+            self._trickle(conn)
             return False
         time.sleep(self.delay)
         _send(conn, 200, json.dumps({"kind": "Status", "path": head.target}).encode())
@@ -142,6 +149,19 @@ class StreamingApi:
                 except TimeoutError:
                     pass
 
+    def _trickle(self, conn: socket.socket) -> None:
+        """A plain answer of a million bytes, one every ``every`` seconds: never silent, never done."""
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000000\r\n\r\n")
+        with self._counted():
+            while True:
+                conn.sendall(b"x")
+                conn.settimeout(self.every)
+                try:
+                    if conn.recv(1) == b"":
+                        return
+                except TimeoutError:
+                    pass
+
     @contextlib.contextmanager
     def _counted(self) -> Iterator[None]:
         with self._lock:
@@ -151,6 +171,18 @@ class StreamingApi:
         finally:
             with self._lock:
                 self.live -= 1
+
+
+def _streams(target: str) -> bool:
+    """Whether the real API server streams its answer: ``watch`` (or a log's ``follow``) by its first value,
+    true unless absent, ``0`` or ``false`` in any case (apimachinery's ``Convert_Slice_string_To_bool``)."""
+    path, _, query = target.partition("?")
+    params = parse_qs(query, keep_blank_values=True)
+    for name in ("watch", "follow"):
+        values = params.get(name)
+        if values and values[0] != "0" and values[0].lower() != "false":
+            return name == "watch" or path.endswith("/log")
+    return "/watch/" in path
 
 
 def _send(conn: socket.socket, status: int, body: bytes, *, chunked: bool = False) -> None:

@@ -149,7 +149,9 @@ def test_a_list_is_a_kind_list_of_the_namespace_with_the_stores_resource_version
 
 def test_an_informer_that_keeps_only_metadata_never_answers() -> None:
     caches = Caches()
-    inf = Informer(Kube.__new__(Kube), DEPLOYMENTS, lambda *a: None, keep=lambda obj: {"metadata": obj["metadata"]})
+    inf = Informer(
+        Kube.__new__(Kube), DEPLOYMENTS, lambda *a: None, keep=lambda obj: {"metadata": obj["metadata"]}, full=False
+    )
     inf.synced.set()
     caches.add(inf)
     put(inf, "ns", "web")

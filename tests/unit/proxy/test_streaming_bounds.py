@@ -8,8 +8,11 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from urllib.parse import parse_qsl, quote
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hybrid_operator.proxy import accepting, streaming
 from hybrid_operator.proxy.server import ApiProxy
@@ -26,8 +29,11 @@ def api() -> Iterator[StreamingApi]:
     fake.stop()
 
 
-def watch(proxy: ApiProxy, run: str = "run1") -> tuple[socket.socket, bytes, bytes]:
-    target = "/api/v1/namespaces/ns/configmaps?watch=true"
+def watch(proxy: ApiProxy, run: str = "run1", value: str = "true") -> tuple[socket.socket, bytes, bytes]:
+    return get(proxy, f"/api/v1/namespaces/ns/configmaps?watch={value}", run)
+
+
+def get(proxy: ApiProxy, target: str, run: str = "run1") -> tuple[socket.socket, bytes, bytes]:
     return send(proxy, f"GET {target} HTTP/1.1\r\nAuthorization: Bearer {token(proxy, run)}\r\n\r\n")
 
 
@@ -199,3 +205,88 @@ def test_many_streams_at_once_each_get_their_own_bytes(api: StreamingApi) -> Non
         assert errors == []
     finally:
         proxy.stop()
+
+
+# -- whatever the query says ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["yes", "t", "on", "", "TRUE", "1", "%74rue", "false%00"])
+def test_a_watch_by_any_spelling_counts_against_the_cap_and_ends_with_its_run(api: StreamingApi, value: str) -> None:
+    """``watch=yes`` (and ``t``, ``on``, empty...) is a watch to the API server: it used to pass as a plain
+    request, outside the cap, and went on delivering events after its run ended."""
+    proxy = start(api, max_streams_per_run=2)
+    try:
+        first, answer1, _ = watch(proxy, value=value)
+        second, answer2, _ = watch(proxy, value=value)
+        third, answer3, _ = watch(proxy, value=value)
+        assert [status_of(a) for a in (answer1, answer2, answer3)] == [200, 200, 429]
+        assert wait_for(lambda: api.live == 2, 3)
+        proxy.revoke("run1")
+        for sock in (first, second):
+            lasted = closed_within(sock, 3)
+            assert lasted is not None and lasted < 1.0, lasted
+        assert wait_for(lambda: api.live == 0 and proxy.streams.count(plain=True) == 0, 3)
+        for sock in (first, second, third):
+            sock.close()
+    finally:
+        proxy.stop()
+
+
+@pytest.mark.parametrize("value", ["false", "FALSE", "0"])
+def test_what_the_api_server_takes_for_no_watch_is_a_plain_request(api: StreamingApi, value: str) -> None:
+    proxy = start(api, max_streams_per_run=1)
+    try:
+        answers = [watch(proxy, value=value) for _ in range(3)]
+        assert [status_of(a) for _, a, _ in answers] == [200] * 3  # no cap: each was answered and ended
+        for sock, _, _ in answers:
+            sock.close()
+    finally:
+        proxy.stop()
+
+
+def test_a_plain_answer_that_trickles_ends_at_the_deadline(api: StreamingApi) -> None:
+    """A byte every 0.2 s is never silent for the 30 s the silence timeout waits: a pod's server behind the
+    proxy subresource could hold a run's request (and its worker) forever that way."""
+    api.every = 0.2
+    proxy = start(api, max_stream_seconds=1.0)
+    try:
+        sock, answer, _ = get(proxy, "/api/v1/namespaces/ns/services/slow:80/proxy/health")
+        assert status_of(answer) == 200
+        lasted = closed_within(sock, 5)
+        assert lasted is not None and 0.5 <= lasted <= 2.0, lasted
+        assert wait_for(lambda: api.live == 0 and proxy.streams.count(plain=True) == 0, 3)
+        sock.close()
+    finally:
+        proxy.stop()
+
+
+def test_a_plain_answer_that_trickles_ends_with_its_run(api: StreamingApi) -> None:
+    api.every = 0.2
+    proxy = start(api, max_streams_per_run=1)
+    try:
+        requests = [get(proxy, "/api/v1/namespaces/ns/services/slow:80/proxy/")[0] for _ in range(3)]
+        assert wait_for(lambda: api.live == 3, 3)  # plain requests: not held to the streams' cap
+        assert proxy.streams.count(token(proxy)) == 0 and proxy.streams.count(token(proxy), plain=True) == 3
+        proxy.revoke("run1")
+        for sock in requests:
+            lasted = closed_within(sock, 3)
+            assert lasted is not None and lasted < 1.0, lasted
+            sock.close()
+        assert wait_for(lambda: api.live == 0, 3)
+    finally:
+        proxy.stop()
+
+
+def _api_server_bool(values: list[str]) -> bool:
+    """apimachinery's Convert_Slice_string_To_bool, as written there."""
+    return bool(values) and values[0] != "0" and values[0].lower() != "false"
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=8), st.sampled_from(["", "&watch=false", "&limit=5", "&watch=1"]))
+def test_the_proxy_never_takes_a_watch_for_less_than_the_api_server_does(value: str, more: str) -> None:
+    target = f"/api/v1/namespaces/ns/pods?watch={quote(value, safe='')}{more}"
+    values = [v for k, v in parse_qsl(target.partition("?")[2], keep_blank_values=True) if k == "watch"]
+    if _api_server_bool(values):
+        assert streaming.streamed("GET", target)
+    assert streaming.streamed("GET", target) == any(_api_server_bool([v]) for v in values)

@@ -9,9 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybrid_operator.ansible.extravars import KNOWN_RESERVED_KEYS
-from hybrid_operator.ansible.naming import refused_spec_names, to_snake
+from hybrid_operator.ansible.naming import refused_spec_names, snake_keys, to_snake
 from hybrid_operator.ansible.reserved import Reservations, reserved_names
 from hybrid_operator.errors import InvalidObject, TemporaryError
+from hybrid_operator.kube.objects import bounded, count_entries
 from hybrid_operator.reactor.admitting import MAX_DEPTH, REASON_ANSIBLE, admit, nesting_depth
 from hybrid_operator.reactor.annotations import VERBOSITY, RunSettings
 
@@ -256,3 +257,90 @@ def test_a_resource_can_never_name_an_inventory(key: str) -> None:
         admit_object({"metadata": {"name": "x"}, "spec": {key: "/tmp/evil-inventory"}}, real)
     assert caught.value.reason == "InvalidSpec"
     assert repr(key) in caught.value.message
+
+
+# -- size: entries, not only depth -------------------------------------------------------------------------
+
+
+def test_an_object_over_the_entry_bound_is_refused_naming_the_count_and_the_bound() -> None:
+    spec = {"items": [{"a": 1}] * 140}
+    with pytest.raises(InvalidObject) as refused:
+        admit(
+            {"metadata": {"name": "x"}, "spec": spec},
+            group="cache.example.com",
+            kind="Memcached",
+            snake_case=True,
+            ansible=lambda: RESERVATIONS,
+            defaults=DEFAULTS,
+            max_entries=100,
+        )
+    assert refused.value.reason == "InvalidSpec"
+    assert "holds 284 entries" in refused.value.message and "281 in its spec" in refused.value.message
+    assert "more than the 100" in refused.value.message and "--max-object-entries" in refused.value.message
+
+
+def test_the_stub_the_informer_kept_is_refused_as_the_object_was() -> None:
+    big = {"apiVersion": "v1", "kind": "X", "metadata": {"name": "x", "managedFields": [{}] * 50}}
+    big["spec"] = {"items": list(range(5_000))}
+    stub = bounded(big, 1_000)
+    assert "spec" not in stub and "managedFields" not in stub["metadata"]
+    with pytest.raises(InvalidObject, match=r"holds 5057 entries .*5001 in its spec.*more than the 1000"):
+        admit(stub, group="g", kind="X", snake_case=True, ansible=lambda: RESERVATIONS, defaults=DEFAULTS)
+
+
+def test_a_large_status_is_an_invalid_object_not_an_invalid_spec() -> None:
+    obj = {"metadata": {"name": "x"}, "spec": {"size": 1}, "status": {"log": list(range(200))}}
+    with pytest.raises(InvalidObject) as refused:
+        admit(
+            obj, group="g", kind="X", snake_case=True, ansible=lambda: RESERVATIONS, defaults=DEFAULTS, max_entries=100
+        )
+    assert refused.value.reason == "InvalidObject" and "the whole object" in refused.value.message
+
+
+def test_real_objects_fit_the_default_bound_by_far() -> None:
+    sample = {"spec": {f"option{i}": {"nested": [1, 2, {"k": "v"}]} for i in range(500)}}
+    assert check(sample["spec"]) == DEFAULTS  # 3,001 entries: a CR with 500 options set
+
+
+# -- no twins -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "shown"),
+    [
+        ({"logLevel": "info", "log_level": "$(curl evil)"}, "spec: 'logLevel' and 'log_level'"),
+        ({"maxItems": 10, "max_items": 100_000}, "spec: 'maxItems' and 'max_items'"),
+        ({"logLevel": "info", "logLevel ": "x"}, "spec: 'logLevel' and 'logLevel '"),
+        ({"a": {"b": [{"userName": 1, "user-name": 2}]}}, "spec.a.b[0]: 'userName' and 'user-name'"),
+        ({"egressIPs": 1, "egress_ips": 2}, "spec: 'egressIPs' and 'egress_ips'"),
+    ],
+)
+def test_keys_that_snake_case_to_the_same_name_are_refused_naming_both(spec: dict[str, Any], shown: str) -> None:
+    with pytest.raises(InvalidObject) as refused:
+        check(spec)
+    assert refused.value.reason == "InvalidSpec"
+    assert shown in refused.value.message
+
+
+def test_twins_are_no_matter_without_snake_case() -> None:
+    assert check({"logLevel": "info", "log_level": "x"}, snake=False) == DEFAULTS
+
+
+_KEYS = st.text(alphabet="aAbB_- 1", min_size=1, max_size=6)
+_SPECS = st.recursive(
+    st.dictionaries(_KEYS, st.integers(0, 3), max_size=4),
+    lambda inner: st.dictionaries(_KEYS, inner | st.lists(inner, max_size=3), max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SPECS)
+def test_an_admitted_spec_loses_no_key_to_snake_case(spec: dict[str, Any]) -> None:
+    """Whatever the spec: either it is refused, or snake_casing it keeps every key (no value overrides
+    another), which is what the role would otherwise silently receive."""
+    try:
+        check(spec)
+    except InvalidObject:
+        return
+    assert count_entries(snake_keys(spec), 1 << 30) == count_entries(spec, 1 << 30)

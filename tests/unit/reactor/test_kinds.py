@@ -70,7 +70,9 @@ class FakeKube:
             raise answer
         return answer
 
-    def request(self, method: str, path: str, *, query: Any = None, timeout: Any = None) -> KubeObject:
+    def request(
+        self, method: str, path: str, *, query: Any = None, timeout: Any = None, max_bytes: Any = None
+    ) -> KubeObject:
         self.listed.append(path)
         answer = self.lists.get(path, {"metadata": {"resourceVersion": "1"}, "items": []})
         if isinstance(answer, ApiError):

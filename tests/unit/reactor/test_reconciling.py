@@ -29,7 +29,7 @@ from hybrid_operator.kube.patching import merge_patch
 from hybrid_operator.reactor import reconciling
 from hybrid_operator.reactor.annotations import RECONCILE_PERIOD
 from hybrid_operator.reactor.queueing import Key, resync_delay
-from hybrid_operator.reactor.reconciling import OWNER_ENV, KindContext, Outcome, Reconciler
+from hybrid_operator.reactor.reconciling import MIN_REQUEUE, OWNER_ENV, KindContext, Outcome, Reconciler
 from hybrid_operator.settings.watches import Finalizer, Target, Watch
 
 GROUP_GVK = GVK("cache.example.com", "v1alpha1", "Memcached")
@@ -411,8 +411,20 @@ def test_requeue_after_is_the_sooner_of_the_role_and_the_periodic_resync(
 
 def test_a_role_asking_sooner_than_the_resync_is_requeued_as_it_asked(world: World, frozen_wall_clock: float) -> None:
     world.kube.put(cr())
-    world.executor.results = [RunResult(run_id="r", ok=1, requeue_after=0.001)]
-    assert world.reconcile(period=60.0).requeue_after == 0.001
+    world.executor.results = [RunResult(run_id="r", ok=1, requeue_after=1.5)]
+    assert world.reconcile(period=3600.0).requeue_after == 1.5
+
+
+@pytest.mark.parametrize("role_after", [0.0, 0.001, 0.999])
+def test_a_requeue_under_a_second_is_raised_to_one_and_said_once(
+    world: World, role_after: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    world.kube.put(cr())
+    world.executor.results = [RunResult(run_id=f"r{i}", ok=1, requeue_after=role_after) for i in range(3)]
+    outcomes = [world.reconcile(period=0.0) for _ in range(3)]
+    assert outcomes == [Outcome(succeeded=True, requeue_after=MIN_REQUEUE)] * 3
+    said = [r for r in caplog.records if "the least allowed" in r.getMessage()]
+    assert len(said) == 1 and said[0].fields["name"] == "mc"  # type: ignore[attr-defined]
 
 
 def test_an_annotated_period_overrides_the_default(world: World, frozen_wall_clock: float) -> None:

@@ -171,7 +171,7 @@ def test_a_failure_keeps_its_backoff_count() -> None:
 @pytest.mark.parametrize(
     ("error", "calls"),
     [
-        (ApiError(409, "Conflict"), [("add", KEY, 0.0, PRIORITY_CHANGE)]),
+        (ApiError(409, "Conflict"), [("add", KEY, 0.0, PRIORITY_RESYNC)]),
         (ApiError(503, "Unavailable", retry_after=7.0), [("add_rate_limited", KEY, 7.0)]),
         (ApiError(429, "Too Many Requests"), [("add_rate_limited", KEY, 0.0)]),
         (ApiError(401, "Unauthorized"), [("add_rate_limited", KEY, 0.0)]),
