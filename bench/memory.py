@@ -3,6 +3,7 @@
     python -m bench.memory --objects 2000                 # Trivials (bench/projects/trivial, one debug task)
     python -m bench.memory --objects 2000 --ref main      # the operator package of a git ref: a before/after
     python -m bench.memory --objects 1000 --kind foo      # Foos, each with the Deployment its run creates
+    python -m bench.memory --objects 2000 --fields 70     # Trivials with 70 spec fields: ~4.4 KB as served
 
 One operator (``hybrid-operator run``, the warm executor) on a namespace of its own. Its main process's
 RSS is read (``/proc/PID/stat``) once it is ready and idle with no object, then N objects are created at
@@ -45,6 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ref", help="run the operator package of this git ref (default: the working tree)")
     p.add_argument("--objects", type=int, default=2000, help="objects created (default 2000)")
     p.add_argument("--kind", choices=("trivial", "foo"), default="trivial")
+    p.add_argument(
+        "--fields",
+        type=int,
+        default=0,
+        help="Trivials: this many small spec fields each (their managedFields grow with them; 70: ~4.4 KB)",
+    )
     p.add_argument("--settle", type=float, default=15, help="seconds without a run that count as at rest")
     p.add_argument("--timeout", type=float, default=3600, help="seconds to wait for every object")
     p.add_argument("--json", type=Path, help="also write the figures to this file")
@@ -55,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="hybrid-operator-memory-"))
     source = _package_at(args.ref, work) if args.ref else ROOT
     kind = FOO if args.kind == "foo" else TRIVIAL
-    result = measure(cluster, Tools(cluster.kubeconfig, work), source, kind, args.objects, args.settle, args.timeout)
+    tools = Tools(cluster.kubeconfig, work)
+    result = measure(cluster, tools, source, kind, args.objects, args.settle, args.timeout, fields=args.fields)
     result["operator"] = f"{args.ref or 'working tree'} ({_describe(args.ref or 'HEAD')})"
     print(report(result))
     if args.json:
@@ -64,7 +72,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure(
-    cluster: Cluster, tools: Tools, source: Path, kind: Kind, count: int, settle: float, timeout: float
+    cluster: Cluster,
+    tools: Tools,
+    source: Path,
+    kind: Kind,
+    count: int,
+    settle: float,
+    timeout: float,
+    *,
+    fields: int = 0,
 ) -> dict[str, Any]:
     run_id = uuid.uuid4().hex[:6]
     namespace = f"bench-memory-{run_id}"
@@ -77,10 +93,9 @@ def measure(
         tracker.start()
         _at_rest(metrics_port, settle, timeout)
         empty = _rss(operator.pid)
-        make = foo_body if kind == FOO else trivial_body
         names = [f"m-{i:05d}" for i in range(count)]
         started = time.monotonic()
-        cluster.create_many(kind, namespace, [make(name) for name in names])
+        cluster.create_many(kind, namespace, [_body(kind, name, fields) for name in names])
         deadline = started + timeout
         while len(tracker.snapshot()) < count:
             if time.monotonic() > deadline or operator.poll() is not None:
@@ -94,6 +109,7 @@ def measure(
         return {
             "kind": kind.kind,
             "objects": count,
+            "spec_fields": fields,
             "object_json_bytes": len(json.dumps(sample, separators=(",", ":"))),
             "converged_seconds": converged,
             "runs": metric_sum(metrics_text, "ansible_operator_reconciles_count"),
@@ -107,6 +123,14 @@ def measure(
         tracker.stop()
         _stop(operator)
         cluster.delete_namespaces([namespace], 600)
+
+
+def _body(kind: Kind, name: str, fields: int) -> dict[str, Any]:
+    if kind == FOO:
+        return foo_body(name)
+    body = trivial_body(name)
+    body["spec"] = {f"option{i:03d}": f"value-{i:03d}" for i in range(fields)}
+    return body
 
 
 def _at_rest(metrics_port: int, settle: float, timeout: float) -> None:

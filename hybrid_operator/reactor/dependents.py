@@ -22,6 +22,9 @@ operator-sdk's annotations, generation, deletion mark) and whether its declared 
 changed. So unless the run proxy answers reads from the caches (``--proxy-cache-reads``, which needs whole
 objects), a dependent informer keeps ``metadata_only``: that metadata plus a digest of each part, a few
 hundred bytes where a Deployment takes several KB.
+
+For watches with ``skipConvergedAtStart`` (``resuming``) it also keeps an index of each owner's children
+and gives ``children_digest``: what a run left, recorded with it, and compared at the next start.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from hybrid_operator.kube.objects import (
     generation_of,
     is_deleting,
     meta_of,
+    name_of,
     namespace_of,
     owner_references_of,
 )
@@ -112,6 +116,12 @@ def significant_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     return _declared_changed(old, new)
 
 
+def _gv_of(obj: Mapping[str, Any]) -> str:
+    """``version.group`` of an object's apiVersion, as ``str(GVK)`` writes it after the kind."""
+    group, _, version = str(obj.get("apiVersion") or "").rpartition("/")
+    return f"{version}.{group}" if group else version
+
+
 class DependentWatches:
     def __init__(
         self,
@@ -133,6 +143,12 @@ class DependentWatches:
         self._by_owner_kind = {(w.gvk.api_version, w.gvk.kind): w for w in watches}
         self._by_kind_group = {(w.gvk.kind, w.gvk.group): w for w in watches}
         self._started: set[GVK] = set()
+        self._informers: dict[GVK, list[Informer]] = {}
+        self._kinds_of: dict[GVK, set[GVK]] = {}  # an owner kind -> the child kinds its runs touched
+        # owner -> its children as (str(GVK), namespace, name); only kept when a watch skips converged objects
+        self._children: dict[Key, set[tuple[str, str, str]]] | None = (
+            {} if any(w.skip_converged_at_start for w in watches) else None
+        )
         self._lock = threading.Lock()
 
     def on_child(self, child: Child) -> None:
@@ -145,7 +161,18 @@ class DependentWatches:
             return
         if not child.namespaced and not watch.watch_cluster_scoped_resources:
             return  # children in other namespaces are watched as upstream does (in the watched namespaces)
+        self._watch_kind(watch, gvk)
+
+    def ensure(self, owner_kind: GVK, gvk: GVK) -> None:
+        """Watch a child kind an earlier run of ``owner_kind`` recorded (a restart's drift check needs its
+        cache before any run reports it again)."""
+        watch = self._by_owner_kind.get((owner_kind.api_version, owner_kind.kind))
+        if watch is not None and watch.watch_dependent_resources and gvk not in watch.blacklist:
+            self._watch_kind(watch, gvk)
+
+    def _watch_kind(self, watch: Watch, gvk: GVK) -> None:
         with self._lock:
+            self._kinds_of.setdefault(watch.gvk, set()).add(gvk)
             if gvk in self._started:
                 return
             self._started.add(gvk)
@@ -160,22 +187,85 @@ class DependentWatches:
                 self._started.discard(gvk)
             return
         namespaces = self.namespaces if resource.namespaced and self.namespaces else ("",)
+        informers = []
         for namespace in namespaces:
             keep = None if self.keep_bodies else metadata_only
             informer = Informer(
                 self.kube, resource, self._handle, namespace=namespace, keep=keep, full=self.keep_bodies
             )
+            informers.append(informer)
             if self.caches is not None:
                 self.caches.add(informer)
+        with self._lock:
+            self._informers[gvk] = informers
+        for informer in informers:
             threading.Thread(
                 target=informer.run,
                 args=(self.stop,),
-                name=f"dependent-{gvk.kind}-{namespace or 'all'}",
+                name=f"dependent-{gvk.kind}-{informer.namespace or 'all'}",
                 daemon=True,
             ).start()
         log.info("watching dependent %s to keep owners converged", gvk)
 
+    # -- what a run left: for skipConvergedAtStart -------------------------------------------------------
+
+    def kinds_of(self, owner_kind: GVK) -> list[str]:
+        """The child kinds runs of ``owner_kind`` touched so far, as ``str(GVK)``, sorted."""
+        with self._lock:
+            return sorted(str(gvk) for gvk in self._kinds_of.get(owner_kind, ()))
+
+    def synced(self, kinds: list[str]) -> bool:
+        """Whether the informers of every one of ``kinds`` (``str(GVK)``) have listed and are healthy."""
+        with self._lock:
+            by_name = {str(gvk): informers for gvk, informers in self._informers.items()}
+        for kind in kinds:
+            informers = by_name.get(kind)
+            if not informers or not all(i.synced.is_set() and i.health()[0] for i in informers):
+                return False
+        return True
+
+    def children_digest(self, owner: Key, kinds: list[str]) -> str:
+        """A digest of ``owner``'s children of ``kinds`` as the caches hold them: each one's kind, name and
+        uid, its generation (what a change of a kind with one moves) or the digest of what it declares, and
+        its deletion mark. A child created, deleted or changed since changes it; status churn does not."""
+        if self._children is None:
+            return digest([], "")
+        with self._lock:
+            entries = sorted(e for e in self._children.get(owner, ()) if e[0] in kinds)
+            by_name = {str(gvk): informers for gvk, informers in self._informers.items()}
+        parts = []
+        for kind, namespace, name in entries:
+            informer = next((i for i in by_name.get(kind, ()) if i.namespace in ("", namespace)), None)
+            child = informer.get(namespace, name) if informer is not None else None
+            if child is None:
+                continue
+            generation = generation_of(child)
+            meta = meta_of(child)
+            declared_content = child.get(DECLARED)
+            if generation is None and not isinstance(declared_content, str):
+                declared_content = digest(declared(child), str(meta.get("resourceVersion") or ""))
+            parts.append([kind, namespace, name, meta.get("uid"), generation or declared_content, is_deleting(child)])
+        return digest(parts, "")
+
+    def _index(self, event_type: str, old: KubeObject | None, new: KubeObject) -> None:
+        """Keep each owner's set of children as the events tell."""
+        assert self._children is not None
+        entry = (f"{new.get('kind')}.{_gv_of(new)}", namespace_of(new), name_of(new))
+        before = set(self.owners_of(old)) if old is not None else set()
+        after = set(self.owners_of(new)) if event_type != "DELETED" else set()
+        with self._lock:
+            for owner in before - after:
+                children = self._children.get(owner)
+                if children is not None:
+                    children.discard(entry)
+                    if not children:
+                        del self._children[owner]
+            for owner in after:
+                self._children.setdefault(owner, set()).add(entry)
+
     def _handle(self, event_type: str, old: KubeObject | None, new: KubeObject) -> None:
+        if self._children is not None:
+            self._index(event_type, old, new)
         if event_type == "ADDED":
             return
         if event_type == "MODIFIED" and (old is None or not significant_change(old, new)):

@@ -4,7 +4,8 @@ Used by ``orchestration.Operator``. ``start_kind`` waits (with backoff) for a CR
 yet, starts the kind's informers, and turns their events into queue keys: a new object, a new
 generation, a deletion mark, or (when asked) an annotation change; status-only updates, including our
 own, never wake an object. With ``--sharding`` an object the ring does not give this replica stays in
-the cache only. ``watches_synced`` is the ``/readyz`` check of all of it.
+the cache only. A watch with ``skipConvergedAtStart`` hands a listed object that its record says is
+converged to ``resuming`` instead of the queue. ``watches_synced`` is the ``/readyz`` check of all of it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from hybrid_operator import eventlog
 from hybrid_operator.errors import OperatorError
@@ -24,6 +26,7 @@ from hybrid_operator.proxy.cachereads import Caches
 from hybrid_operator.reactor.filtering import event_priority, wants_reconcile
 from hybrid_operator.reactor.queueing import Key, WorkQueue
 from hybrid_operator.reactor.reconciling import KindContext
+from hybrid_operator.reactor.resuming import Resumer
 from hybrid_operator.reactor.wiring import kind_context
 from hybrid_operator.settings.config import Config
 from hybrid_operator.settings.watches import Watch
@@ -57,6 +60,7 @@ class Kinds:
         caches: Caches,
         stop: threading.Event,
         owns: Callable[[str], bool],
+        resumer: Resumer | None = None,
     ) -> None:
         self.config, self.watches, self.kube, self.queue, self.caches, self.stop = (
             config,
@@ -67,6 +71,7 @@ class Kinds:
             stop,
         )
         self.owns = owns  # uid -> whether this replica runs it (always true without sharding)
+        self.resumer = resumer  # with skipConvergedAtStart: records runs, holds back converged objects
         self.by_gvk: dict[str, Kind] = {}
 
     def start(self) -> None:
@@ -98,12 +103,15 @@ class Kinds:
         on_event = eventlog.event_logger(self.config.ansible_log_events)
         kind = Kind(ctx=kind_context(self.config, watch, resource, lambda ns, name: None, on_event=on_event))
         kind.ctx.lookup = kind.lookup
+        resumes = self.resumer is not None and self.resumer.enabled(watch, resource)
+        if resumes:
+            kind.ctx.record = functools.partial(self._record, watch)
         namespaces = self.config.namespaces if resource.namespaced and self.config.namespaces else ("",)
         for namespace in namespaces:
             kind.informers[namespace] = Informer(
                 self.kube,
                 resource,
-                self._handler(watch, gvk),
+                self._handler(watch, gvk, kind if resumes else None),
                 namespace=namespace,
                 label_selector=watch.selector,
                 keep=functools.partial(bounded, limit=self.config.max_object_entries),
@@ -139,17 +147,31 @@ class Kinds:
                 self.stop.wait(delay)
                 delay = min(30.0, delay * 2)
 
-    def _handler(self, watch: Watch, gvk: str) -> Callable[[str, KubeObject | None, KubeObject], None]:
+    def _record(self, watch: Watch, key: Key, obj: KubeObject, succeeded: bool) -> dict[str, Any] | None:
+        assert self.resumer is not None
+        return self.resumer.record(watch, key, obj, succeeded)
+
+    def _handler(
+        self, watch: Watch, gvk: str, resumed: Kind | None
+    ) -> Callable[[str, KubeObject | None, KubeObject], None]:
+        """``resumed``: the kind, when its watch skips converged objects at start-up."""
+
         def handle(event_type: str, old: KubeObject | None, new: KubeObject) -> None:
             key = Key.of(gvk, new)
             if event_type == "DELETED":
                 self.queue.discard(key)
             elif not self.owns(uid_of(new)):
                 return  # another replica's object: it stays in our cache only
-            elif wants_reconcile(watch, event_type, old, new):
+            elif wants_reconcile(watch, event_type, old, new) and not self._held(watch, resumed, event_type, key, new):
                 self.queue.add(key, priority=event_priority(event_type, new))
 
         return handle
+
+    def _held(self, watch: Watch, resumed: Kind | None, event_type: str, key: Key, obj: KubeObject) -> bool:
+        """A listed object its record says was converged: held back to be checked, then skipped or run."""
+        if event_type != "ADDED" or resumed is None or self.resumer is None:
+            return False
+        return self.resumer.hold(watch, key, obj, resumed.ctx.reconcile_period)
 
     def watches_synced(self) -> tuple[bool, str]:
         """Every kind resolved, every informer healthy and synced (the ``/readyz`` check, once started)."""

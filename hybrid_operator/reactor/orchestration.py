@@ -24,12 +24,13 @@ from pathlib import Path
 
 from hybrid_operator import metrics
 from hybrid_operator.errors import OperatorError
-from hybrid_operator.kube.client import Kube
+from hybrid_operator.kube.client import Kube, KubeObject
 from hybrid_operator.kube.leases import LeaderElector
 from hybrid_operator.proxy.cachereads import Caches
 from hybrid_operator.reactor.dependents import DependentWatches
 from hybrid_operator.reactor.kinds import Kinds
-from hybrid_operator.reactor.queueing import WorkQueue
+from hybrid_operator.reactor.queueing import Key, WorkQueue
+from hybrid_operator.reactor.resuming import Resumer
 from hybrid_operator.reactor.sharding.callbacks import RingCallbacks
 from hybrid_operator.reactor.sharding.members import MemberLeases
 from hybrid_operator.reactor.sharding.ring import Ring, abandon, member_id
@@ -67,7 +68,12 @@ class Operator:
         )
         runtime = self.runtime
         self.ring: Ring | None = None  # with --sharding: which objects are ours
-        self.kinds = Kinds(config, watches, kube, self.queue, self.caches, self.stop, self._owns)
+        self.resumer = (
+            Resumer(watches, config.roles_paths, self.dependents, self.queue, self._lookup)
+            if any(w.skip_converged_at_start for w in watches)
+            else None
+        )
+        self.kinds = Kinds(config, watches, kube, self.queue, self.caches, self.stop, self._owns, self.resumer)
         self.workers = Workers(
             config.max_concurrent_total,
             self.queue,
@@ -87,10 +93,16 @@ class Operator:
     def _owns(self, uid: str) -> bool:
         return self.ring is None or self.ring.owns(uid)
 
+    def _lookup(self, key: Key) -> KubeObject | None:
+        kind = self.kinds.get(key.gvk)
+        return kind.lookup(key.namespace, key.name) if kind is not None else None
+
     def start(self) -> None:
         """Start the proxy and the workers, then each kind in its own thread."""
         self.runtime.start()
         self.workers.start()
+        if self.resumer is not None:
+            threading.Thread(target=self.resumer.run, args=(self.stop,), name="resume-check", daemon=True).start()
         self.kinds.start()
         self._started = True
 

@@ -55,6 +55,7 @@ from hybrid_operator.reactor import admitting
 from hybrid_operator.reactor import status as status_mod
 from hybrid_operator.reactor.annotations import RunSettings
 from hybrid_operator.reactor.queueing import Key, resync_delay
+from hybrid_operator.reactor.resuming import RECORD
 from hybrid_operator.settings.watches import Watch
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,8 @@ class KindContext:
     on_event: Callable[[dict[str, Any]], None] | None = None  # each run's events, as they arrive
     log_failed_output: bool = True  # log a failed run's task output (not under --ansible-log-events=nothing)
     max_entries: int = admitting.DEFAULT_MAX_ENTRIES  # --max-object-entries
+    # With skipConvergedAtStart: the status.reconciled a run leaves (key, the object it ran on, succeeded)
+    record: Callable[[Key, KubeObject, bool], dict[str, Any] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -268,9 +271,13 @@ class Reconciler:
             patching.remove_finalizer(self.kube, ctx.resource, fresh, watch.finalizer.name)
             return Outcome(succeeded=True)
         seen = generation_of(before)
+        record = ctx.record(key, before, result.succeeded) if ctx.record is not None else None
 
         def final(cur: KubeObject) -> dict[str, Any]:
-            return status_mod.final_status(cur, result, manage_status=watch.manage_status, generation=seen)
+            patch = status_mod.final_status(cur, result, manage_status=watch.manage_status, generation=seen)
+            if ctx.record is not None and _status_of(cur).get(RECORD) != record:
+                patch[RECORD] = record  # None removes it: the next start runs the object
+            return patch
 
         written = self._write_status(ctx, fresh, final)
         if written is not None:
@@ -369,6 +376,11 @@ def _resource_version(obj: KubeObject) -> int:
     """resourceVersions are opaque, but etcd's are increasing integers; anything else compares as 0."""
     raw = resource_version_of(obj)
     return int(raw) if raw.isdigit() else 0
+
+
+def _status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    status = obj.get("status")
+    return status if isinstance(status, Mapping) else {}
 
 
 def _new_generation(obj: Mapping[str, Any]) -> bool:

@@ -9,8 +9,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hybrid_operator.kube.client import Resource
 from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.owners import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Child, Owner, owned_by_kind
+from hybrid_operator.kube.watching import Informer
 from hybrid_operator.reactor.dependents import DECLARED, DependentWatches, metadata_only, significant_change
 from hybrid_operator.reactor.queueing import Key, WorkQueue
 from hybrid_operator.settings.watches import Target, Watch
@@ -168,3 +170,66 @@ def test_a_child_too_deep_to_digest_changes_with_every_write() -> None:
     kept = metadata_only(body)
     assert kept[DECLARED] == "rv:5"
     assert significant_change(kept, metadata_only({**body, "metadata": {**body["metadata"], "resourceVersion": "6"}}))
+
+
+# -- what a run left, for skipConvergedAtStart ------------------------------------------------------------
+
+SKIPPING = Watch(gvk=MEMCACHED.gvk, target=MEMCACHED.target, skip_converged_at_start=True)
+DEPLOYMENT_GVK = GVK("apps", "v1", "Deployment")
+OWNER_KEY = Key(str(MEMCACHED.gvk), "ns1", "m")
+
+
+def children_world() -> tuple[DependentWatches, Informer]:
+    deps = DependentWatches(None, WorkQueue(global_limit=1, per_kind_limits={}), [SKIPPING], (), threading.Event())  # type: ignore[arg-type]
+    informer = Informer(None, Resource(DEPLOYMENT_GVK, "deployments", True), deps._handle, keep=metadata_only)  # type: ignore[arg-type]
+    deps._informers[DEPLOYMENT_GVK] = [informer]
+    deps._kinds_of[MEMCACHED.gvk] = {DEPLOYMENT_GVK}
+    informer.synced.set()
+    return deps, informer
+
+
+def owned(name: str, generation: int = 1, **extra: Any) -> dict[str, Any]:
+    return {**deployment(name=name, ownerReferences=[REF], generation=generation, uid=f"u-{name}"), **extra}
+
+
+def test_the_childrens_digest_moves_with_what_a_person_changes_and_not_with_status() -> None:
+    deps, informer = children_world()
+    assert deps.kinds_of(MEMCACHED.gvk) == ["Deployment.v1.apps"] and deps.synced(["Deployment.v1.apps"])
+    informer._apply("ADDED", owned("web", status={"availableReplicas": 0}))
+    first = deps.children_digest(OWNER_KEY, ["Deployment.v1.apps"])
+    informer._apply("MODIFIED", owned("web", status={"availableReplicas": 1}))
+    assert deps.children_digest(OWNER_KEY, ["Deployment.v1.apps"]) == first
+    digests = {first}
+    informer._apply("MODIFIED", owned("web", generation=2))  # someone scaled it
+    digests.add(deps.children_digest(OWNER_KEY, ["Deployment.v1.apps"]))
+    informer._apply("ADDED", owned("extra"))  # a child appeared
+    digests.add(deps.children_digest(OWNER_KEY, ["Deployment.v1.apps"]))
+    informer._apply("DELETED", owned("extra"))
+    informer._apply("DELETED", owned("web", generation=2))  # a child disappeared
+    digests.add(deps.children_digest(OWNER_KEY, ["Deployment.v1.apps"]))
+    assert len(digests) == 4
+    assert deps._children == {}  # an owner without children is forgotten
+
+
+def test_children_of_other_owners_and_kinds_do_not_count() -> None:
+    deps, informer = children_world()
+    informer._apply("ADDED", owned("web"))
+    mine = deps.children_digest(OWNER_KEY, ["Deployment.v1.apps"])
+    other = {**REF, "name": "other", "uid": "u2"}
+    informer._apply("ADDED", {**deployment(name="theirs", ownerReferences=[other], generation=7)})
+    assert deps.children_digest(OWNER_KEY, ["Deployment.v1.apps"]) == mine
+    assert deps.children_digest(OWNER_KEY, []) != mine
+
+
+def test_unknown_or_unsynced_kinds_are_not_synced() -> None:
+    deps, informer = children_world()
+    assert not deps.synced(["ConfigMap.v1"])
+    informer.synced.clear()
+    assert not deps.synced(["Deployment.v1.apps"])
+    assert deps.synced([])
+
+
+def test_no_index_is_kept_unless_a_watch_skips() -> None:
+    deps = DependentWatches(None, WorkQueue(global_limit=1, per_kind_limits={}), [MEMCACHED], (), threading.Event())  # type: ignore[arg-type]
+    deps._handle("ADDED", None, owned("web"))
+    assert deps._children is None

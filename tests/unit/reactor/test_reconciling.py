@@ -30,6 +30,7 @@ from hybrid_operator.reactor import reconciling
 from hybrid_operator.reactor.annotations import RECONCILE_PERIOD
 from hybrid_operator.reactor.queueing import Key, resync_delay
 from hybrid_operator.reactor.reconciling import MIN_REQUEUE, OWNER_ENV, KindContext, Outcome, Reconciler
+from hybrid_operator.reactor.resuming import RECORD
 from hybrid_operator.settings.watches import Finalizer, Target, Watch
 
 GROUP_GVK = GVK("cache.example.com", "v1alpha1", "Memcached")
@@ -677,3 +678,43 @@ def test_rehearse_of_a_refused_object_returns_the_failure_without_a_run(world: W
     assert rehearsal.refused == "InvalidSpec"
     assert conditions({"status": rehearsal.status})["Failure"]["status"] == "True"
     assert world.executor.requests == []
+
+
+# -- the record of skipConvergedAtStart ------------------------------------------------------------------------
+
+
+def recording(world: World, answer: Any) -> tuple[KindContext, list[tuple[Key, int, bool]]]:
+    """A kind context whose record function answers ``answer`` and notes what it was asked."""
+    asked: list[tuple[Key, int, bool]] = []
+    ctx = world.ctx()
+
+    def record(key: Key, obj: KubeObject, succeeded: bool) -> Any:
+        asked.append((key, obj["metadata"]["generation"], succeeded))
+        return answer
+
+    ctx.record = record
+    return ctx, asked
+
+
+def test_a_successful_run_writes_its_record_with_its_status(world: World) -> None:
+    world.kube.put(cr(generation=4))
+    ctx, asked = recording(world, {"generation": 4, "content": "c"})
+    world.reconciler.reconcile(KEY, ctx)
+    assert asked == [(KEY, 4, True)]
+    assert world.kube.stored()["status"][RECORD] == {"generation": 4, "content": "c"}
+    assert world.kube.stored()["status"]["observedGeneration"] == 4
+
+
+def test_a_failed_run_removes_the_record(world: World) -> None:
+    world.kube.put(cr(generation=4, status={RECORD: {"generation": 4}}))
+    world.executor.results = [failed()]
+    ctx, asked = recording(world, None)
+    world.reconciler.reconcile(KEY, ctx)
+    assert asked == [(KEY, 4, False)]
+    assert RECORD not in world.kube.stored()["status"]
+
+
+def test_without_the_option_the_status_carries_no_record(world: World) -> None:
+    world.kube.put(cr(generation=4, status={RECORD: {"generation": 3}}))
+    world.reconcile()
+    assert world.kube.stored()["status"][RECORD] == {"generation": 3}  # left as it was: nobody reads it
