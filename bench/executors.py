@@ -212,7 +212,7 @@ def make_objects(executor: str, count: int) -> None:
         for name in names
     ]
     kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
-    found = json.loads(kubectl("get", plural, "-n", FOO_NAMESPACE, "-o", "json"))["items"]
+    found = json.loads(kubectl("get", f"{plural}.{group}", "-n", FOO_NAMESPACE, "-o", "json"))["items"]
     by_name = {obj["metadata"]["name"]: obj for obj in found}
     FOOS[executor] = [by_name[name] for name in names]
 

@@ -1,6 +1,6 @@
 """Draw the main panels of deploy/grafana/hybrid-operator.json as one PNG, from a live Prometheus.
 
-README's picture of the dashboard (docs/dashboard.png): the panels' own queries, asked of Prometheus'
+The observability page's picture of the dashboard (docs/dashboard.png): the panels' own queries, asked of Prometheus'
 HTTP API over the last minutes, drawn with matplotlib. tests/integration/test_prometheus.py calls ``render``
 on the Prometheus it started (and writes docs/dashboard.png when HYBRID_OPERATOR_WRITE_DASHBOARD_PNG=1);
 by hand:

@@ -24,7 +24,7 @@
 # Each `up` after a `down` starts a fresh cloud (the fake servers live in nova-compute's memory, a
 # restarted cloud would carry servers that no longer exist); a second `up` reuses what runs. The database
 # schemas are made once (first `up`) into a cached template that every `up` copies. More, with
-# measurements and the gotchas met on the way: docs/local-cloud.md.
+# measurements and the gotchas met on the way: docs/getting-started/local-cloud.md.
 #
 # Environment:
 #   LOCAL_CLOUD_NAME     name of this cloud (default "default"); two names run side by side

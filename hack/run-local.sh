@@ -40,12 +40,14 @@ trap 'kill -TERM $pid 2>/dev/null; wait $pid' INT TERM
 sleep 2
 kubectl apply -f deploy/samples/foo.yaml >&2
 if [ "$cloud" = 1 ]; then kubectl apply -f deploy/samples/vm.yaml >&2; fi
-kinds=foo,deploy
-if [ "$cloud" = 1 ]; then kinds=foo,deploy,vm; fi
+# Kinds named with their group: another project's kind of the same name may be installed on the bed.
+foos=foos.samplecontroller.k8s.io
+kinds=$foos,deployments.apps
+if [ "$cloud" = 1 ]; then kinds=$kinds,virtualmachines.cloudnative.tw; fi
 log "applied the samples; watch them with: KUBECONFIG=$KUBECONFIG kubectl get $kinds -w"
 for _ in $(seq 60); do
-  if kubectl get foo example-foo -o jsonpath='{.status.availableReplicas}' 2>/dev/null | grep -q '[1-9]'; then
-    kubectl get foo,deployment >&2
+  if kubectl get "$foos" example-foo -o jsonpath='{.status.availableReplicas}' 2>/dev/null | grep -q '[1-9]'; then
+    kubectl get "$foos,deployments.apps" >&2
     break
   fi
   sleep 1

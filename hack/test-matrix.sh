@@ -76,7 +76,7 @@ canary() {
   printf '\n--> canary: ansible-core %s on Python %s (tested up to %s)\n' "$newest" "$python" "$default"
   if HYBRID_OPERATOR_WARM_UNTESTED_ANSIBLE=1 "$canary_bin/pytest" -p no:cacheprovider -q "${CANARY_TESTS[@]}"; then
     banner "CANARY: ansible-core $newest passes the warm executor's tests." \
-      "Add hack/constraints/ansible-core-X.Y.txt for it, widen pyproject and compat.SUPPORTED, and say so in the README."
+      "Add hack/constraints/ansible-core-X.Y.txt for it, widen pyproject and compat.SUPPORTED, and say so in docs/operating/versions.md."
   else
     banner "CANARY: ansible-core $newest MOVED something the warm executor borrows (see the failures above)." \
       "The operator still works on it (the warm executor switches itself off and uses ansible-runner);" \

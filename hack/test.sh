@@ -35,7 +35,7 @@ step() {
 # shellcheck source=hack/lib/prometheus.sh
 . "$root/hack/lib/prometheus.sh"
 
-step "lint: ruff, mypy, yamllint, ansible-lint, hadolint, shellcheck, CRDs from the roles, alert rules"
+step "lint: ruff, mypy, yamllint, ansible-lint, hadolint, shellcheck, CRDs from the roles, the docs site, alert rules"
 ruff check .
 ruff format --check .
 mypy
@@ -45,6 +45,9 @@ hadolint Containerfile images/base/Containerfile
 # Every shell script in the repository (.shellcheckrc: sourced files are followed).
 shellcheck hack/*.sh hack/lib/*.sh bench/*.sh .ci/run images/base/entrypoint
 hybrid-operator generate crds --check  # deploy/crds/ is what roles/*/meta says (a diff if not)
+# The docs site: mkdocs build --strict into build/site/ (links and anchors checked), then every repository
+# path a page names (hack/docs_paths.py).
+hack/docs.sh >/dev/null
 # The alerts and recording rules: valid, and each alert fires on its trouble and not on health (the
 # integration test tests/integration/test_prometheus.py runs prometheus from the same package).
 ensure_prometheus

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Kiali's operator (github.com/kiali/kiali-operator), an operator-sdk Ansible operator, assembled from a
 # checkout you give as its image and Helm chart would run it; nothing of it is kept in this repository.
-# tests/integration/test_upstream_kiali.py runs it; so can you, by hand (see docs/operator-sdk.md).
+# tests/integration/test_upstream_kiali.py runs it; so can you, by hand (see docs/operator-sdk/real-projects.md).
 #   KIALI_OPERATOR_DIR=~/src/kiali-operator hack/upstream-kiali.sh DIR   # assembled into DIR (replaced);
 #                                                                     # prints DIR as the last line
 # Without KIALI_OPERATOR_DIR it says so and prints nothing (exit 0): there is nothing to run.

@@ -55,8 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         "check",
         help="validate watches.yaml, and warn where its roles hit a pitfall of moving from ansible-core 2.18",
         description="Validate watches.yaml (exit 2 when it is refused), then read the roles and playbooks it names "
-        "(and the roles beside it) for what docs/porting.md lists that a role's text shows: one line per finding, "
-        "file:line and the page's section. Exit 0 with warnings, 1 with --strict.",
+        "(and the roles beside it) for what the docs' porting page lists that a role's text shows: one line per "
+        "finding, file:line and the page's section. Exit 0 with warnings, 1 with --strict.",
     )
     check.add_argument("--watches-file", default="./watches.yaml")
     check.add_argument("--ansible-roles-path", default="")
@@ -299,6 +299,7 @@ def _receive_role_metrics(address: str) -> ThreadingHTTPServer | None:
         log.error("role metrics are off: cannot listen on %s (--user-metrics-bind-address): %s", address, exc)
         server = None
     os.environ[receiving.URL_ENV] = receiving.url(server) if server is not None else ""
+    os.environ[receiving.TOKEN_ENV] = server.token if isinstance(server, receiving.Receiver) else ""
     return server
 
 

@@ -14,7 +14,6 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable
 from types import TracebackType
 
 NEVER_ENDING_HEAD = b"GET /" + b"a" * 100_000  # no line end: the head is never complete
@@ -97,13 +96,3 @@ class Tricklers:
         since, _ = self._socks.pop(sock)
         self.lifetimes.append(time.monotonic() - since)
         sock.close()
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, step: float = 0.1) -> bool:
-    """Poll ``condition()`` until it is true or ``timeout`` passes."""
-    ends = time.monotonic() + timeout
-    while time.monotonic() < ends:
-        if condition():
-            return True
-        time.sleep(step)
-    return bool(condition())

@@ -28,6 +28,7 @@ def build_executor(config: Config, *, extra_ansible_args: str = "") -> Executor:
         collections_paths=config.collections_paths,
         module_server=config.module_server,
         inventory=config.inventory,
+        run_memory=config.run_memory,
     )
     return _executor(config.executor, settings)
 

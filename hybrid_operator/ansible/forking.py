@@ -25,6 +25,8 @@ import types
 from collections.abc import Mapping
 from typing import NoReturn
 
+from hybrid_operator.ansible.runsite import sitecustomize
+
 
 def reset_signals() -> None:
     """Signal handling as a new Python process has it: default dispositions, no wakeup fd, no pending
@@ -67,6 +69,7 @@ def enter(env: Mapping[str, str], cwd: str | None, replace_env: bool) -> None:
     if replace_env:
         os.environ.clear()
     os.environ.update(env)
+    sitecustomize.bound_memory()  # as a new interpreter of a run bounds itself (--ansible-run-memory)
     tempfile.tempdir = None  # as in a new interpreter: the temp dir comes from this environment's TMPDIR
     _inherited_mp_temp_dir[:] = [_multiprocessing_temp_dir()]
     if cwd:

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from hybrid_operator.ansible import forking
 from hybrid_operator.ansible.privatedirs import ensure_private_dir
+from hybrid_operator.ansible.runsite import sitecustomize
 from hybrid_operator.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -197,6 +198,7 @@ def _run_child(conn: socket.socket, header: dict[str, object], stdin_data: bytes
 
 
 def serve(socket_path: str, preload: list[str]) -> None:
+    sitecustomize.unbound_memory()  # each module's fork is bounded from its own size (forking.enter)
     for name in preload:
         try:
             importlib.import_module(name)

@@ -211,9 +211,16 @@ def _failed_task(data: dict[str, Any], stdout: str, item_failure: str = "") -> F
     if res.get("_ansible_no_log") or res.get("censored"):
         message = "the task failed; its output is hidden by no_log"
     task = str(data.get("task") or "")
-    role = data.get("role")
-    name = f"{role} : {task}" if role else task
+    name = f"{role} : {task}" if (role := _role_name(data.get("role"))) else task
     return FailedTask(task=name, message=str(message).strip() or f"task '{name}' failed", output=stdout.strip())
+
+
+def _role_name(role: object) -> str:
+    """The role as upstream's messages name it. watches.yaml's ``role`` reaches Ansible as an absolute path, and
+    Ansible names a role by what the play said (``/opt/ansible/roles/memcached : Create ...``); upstream runs
+    ``ansible-runner --role NAME --roles-path DIR``, so its tasks read ``memcached : Create ...``."""
+    text = str(role or "").rstrip("/")
+    return text.rsplit("/", 1)[-1] if text.startswith("/") else text
 
 
 def _host_sum(per_host: object) -> int:

@@ -32,6 +32,7 @@ from hybrid_operator.ansible.artifacts import ArtifactStore
 from hybrid_operator.ansible.modserver import SOCKET_PATH_MAX, ModuleServer
 from hybrid_operator.ansible.privatedirs import TempDir, ensure_private_dir, write_private_file
 from hybrid_operator.ansible.results import EventCollector, RunResult
+from hybrid_operator.ansible.runsite import sitecustomize
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,15 @@ class ExecutorSettings:
     collections_paths: tuple[Path, ...] = ()
     module_server: bool = True  # run modules in forks of a warm process (modserver) instead of new interpreters
     inventory: Path | None = None  # ANSIBLE_INVENTORY (a file or a directory); None: localhost, our Python
+    run_memory: int = 0  # bytes each process of a run may grow by (RLIMIT_DATA, see runsite); 0: unbounded
+
+
+RUNSITE = Path(__file__).resolve().parent / "runsite"  # its sitecustomize: see there
+
+
+def run_pythonpath() -> str:
+    """``PYTHONPATH`` for every process of a run: ``RUNSITE`` first, then the operator's own, if any."""
+    return os.pathsep.join(p for p in (str(RUNSITE), os.environ.get("PYTHONPATH", "")) if p)
 
 
 def ansible_environment(settings: ExecutorSettings) -> dict[str, str]:
@@ -118,6 +128,8 @@ def ansible_environment(settings: ExecutorSettings) -> dict[str, str]:
     env = {
         # ansible-runner looks ansible-playbook up on PATH: make it the one beside our Python.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        # Every interpreter of a run checks Kubernetes names before a URL is built from them (runsite).
+        "PYTHONPATH": run_pythonpath(),
         "ANSIBLE_COLLECTIONS_PATH": ":".join(collections),
         "ANSIBLE_RETRY_FILES_ENABLED": "false",
         "ANSIBLE_NOCOLOR": "true",
@@ -126,6 +138,8 @@ def ansible_environment(settings: ExecutorSettings) -> dict[str, str]:
         "ANSIBLE_LOCALHOST_WARNING": "false",
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
     }
+    if settings.run_memory > 0:
+        env[sitecustomize.MEMORY_ENV] = str(settings.run_memory)
     roles = [str(p) for p in settings.roles_paths]
     if os.environ.get("ANSIBLE_ROLES_PATH"):
         roles.append(os.environ["ANSIBLE_ROLES_PATH"])
@@ -198,7 +212,7 @@ class RunSetup:
         if settings.module_server and module_server:
             # A short private path: Unix socket paths are limited to about 100 bytes.
             self.modules = ModuleServer(self.scratch.path)
-            self.modules.start()
+            self.modules.start({"PYTHONPATH": self.env["PYTHONPATH"]})
             self.python = str(self.modules.client)
 
     def close(self) -> None:

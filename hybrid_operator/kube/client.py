@@ -12,6 +12,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -133,6 +134,13 @@ def context_namespace(kubeconfig: str | None) -> str:
     return str((current or {}).get("context", {}).get("namespace") or "default")
 
 
+_REDISCOVER = 10.0  # seconds before a plural discovery did not list is asked about again
+
+
+def _by_plural(resources: Mapping[str, Resource] | None, plural: str) -> Resource | None:
+    return next((r for r in (resources or {}).values() if r.plural == plural), None)
+
+
 def _retry_after(raw: str | None) -> float | None:
     """Retry-After in seconds (the API server sends whole seconds), bounded to an hour."""
     if raw is None or not raw.strip().isdigit():
@@ -146,6 +154,7 @@ class Kube:
     def __init__(self, api: k8s_client.ApiClient) -> None:
         self.api = api
         self._discovery: dict[tuple[str, str], dict[str, Resource]] = {}
+        self._discovered: dict[tuple[str, str], float] = {}  # when each document was last asked for
         self._lock = threading.Lock()
 
     @classmethod
@@ -181,31 +190,51 @@ class Kube:
 
     def resource(self, gvk: GVK) -> Resource:
         """kind -> plural and scope, from the API's discovery document (cached)."""
-        key = (gvk.group, gvk.version)
         with self._lock:
-            cached = self._discovery.get(key)
+            cached = self._discovery.get((gvk.group, gvk.version))
         if cached is None or gvk.kind not in cached:
-            path = f"/apis/{gvk.group}/{gvk.version}" if gvk.group else f"/api/{gvk.version}"
-            doc = self.request("GET", path)
-            cached = {}
-            names = {str(item.get("name", "")) for item in doc.get("resources", [])}
-            for item in doc.get("resources", []):
-                if "/" in item.get("name", ""):
-                    continue  # subresources
-                verbs = item.get("verbs")
-                found = Resource(
-                    GVK(gvk.group, gvk.version, item["kind"]),
-                    item["name"],
-                    bool(item["namespaced"]),
-                    persisted=isinstance(verbs, list) and {"get", "list", "watch"} <= set(verbs),
-                    status_subresource=f"{item['name']}/status" in names,
-                )
-                cached[item["kind"]] = found
-            with self._lock:
-                self._discovery[key] = cached
+            cached = self._discover(gvk.group, gvk.version)
         if gvk.kind not in cached:
             raise ApiError(404, f"the API server does not serve {gvk} (is its CRD installed?)")
         return cached[gvk.kind]
+
+    def namespaced(self, group: str, version: str, plural: str) -> bool | None:
+        """Whether the resource served as ``plural`` in that group version is namespaced; None when discovery
+        does not list it (then asked again at most every ``_REDISCOVER`` seconds: the plural comes from
+        whatever path a run sent)."""
+        with self._lock:
+            cached = self._discovery.get((group, version))
+            fresh = time.monotonic() - self._discovered.get((group, version), -_REDISCOVER) < _REDISCOVER
+        found = _by_plural(cached, plural)
+        if found is None and not fresh:
+            try:
+                found = _by_plural(self._discover(group, version), plural)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+        return None if found is None else found.namespaced
+
+    def _discover(self, group: str, version: str) -> dict[str, Resource]:
+        """The group version's discovery document, read now: kind -> its resource."""
+        with self._lock:
+            self._discovered[(group, version)] = time.monotonic()
+        doc = self.request("GET", f"/apis/{group}/{version}" if group else f"/api/{version}")
+        found: dict[str, Resource] = {}
+        names = {str(item.get("name", "")) for item in doc.get("resources", [])}
+        for item in doc.get("resources", []):
+            if "/" in item.get("name", ""):
+                continue  # subresources
+            verbs = item.get("verbs")
+            found[item["kind"]] = Resource(
+                GVK(group, version, item["kind"]),
+                item["name"],
+                bool(item["namespaced"]),
+                persisted=isinstance(verbs, list) and {"get", "list", "watch"} <= set(verbs),
+                status_subresource=f"{item['name']}/status" in names,
+            )
+        with self._lock:
+            self._discovery[(group, version)] = found
+        return found
 
     # -- requests --------------------------------------------------------------------------------------
 

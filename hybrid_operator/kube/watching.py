@@ -141,7 +141,7 @@ class Informer:
                         continue
                     # Expired again before a single event since the last list: a full list per turn
                     # would hammer the API server, so wait as after a failure.
-                    delay = min(self.backoff_cap, 0.5 * 2**gone_in_a_row) * random.uniform(0.8, 1.2)
+                    delay = self._backoff(gone_in_a_row) * random.uniform(0.8, 1.2)
                     log.warning(
                         "watch expired %d times in a row without an event, listing again in %.1fs",
                         gone_in_a_row,
@@ -152,7 +152,7 @@ class Informer:
                     continue
                 failures = self._failed(str(exc))
                 metrics.WATCH_RESTARTS.labels(self._gvk, "error").inc()
-                delay = min(self.backoff_cap, 0.5 * 2**failures) * random.uniform(0.8, 1.2)
+                delay = self._backoff(failures) * random.uniform(0.8, 1.2)
                 log.warning("watch failed, retrying in %.1fs: %s", delay, exc, extra={"gvk": self._gvk})
                 stop.wait(delay)
             except Exception as exc:  # never let a watch thread die silently
@@ -160,7 +160,12 @@ class Informer:
                 metrics.WATCH_RESTARTS.labels(self._gvk, "error").inc()
                 log.exception("watch crashed, restarting", extra={"gvk": self._gvk})
                 need_list = True
-                stop.wait(min(self.backoff_cap, 0.5 * 2**failures))
+                stop.wait(self._backoff(failures))
+
+    def _backoff(self, in_a_row: int) -> float:
+        """Half a second, doubled each time in a row, up to the cap. The exponent stops growing long before
+        2**n would overflow a float (at 1,024 failures: the watch thread would die of the arithmetic)."""
+        return min(self.backoff_cap, 0.5 * 2.0 ** min(in_a_row, 64))
 
     def _failed(self, error: str) -> int:
         self._failures += 1

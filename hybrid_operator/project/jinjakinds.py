@@ -120,6 +120,14 @@ def parse_expression(text: str) -> nodes.Expr | None:
     return None
 
 
+def parse_template(text: str) -> nodes.Template | None:
+    """A whole template (a templated string, or a role's template file), or None when Jinja cannot parse it."""
+    try:
+        return _ENVIRONMENT.parse(text)
+    except (jinja2.TemplateSyntaxError, RecursionError, ValueError):
+        return None
+
+
 def lone_template(text: str) -> nodes.Expr | None:
     """The expression of a value that is one template and nothing else (``"{{ n + 1 }}"``, whose type
     2.19 keeps), or None (plain text, text around the template, several templates: a string anyway)."""

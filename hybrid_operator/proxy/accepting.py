@@ -10,8 +10,10 @@ is a plain bearer token.
 
 from __future__ import annotations
 
+import json
 import re
 from email.message import Message
+from http.server import BaseHTTPRequestHandler
 
 MAX_BODY = 16 << 20  # bytes; the API server itself refuses requests over 3 MiB
 _TARGET = re.compile(r"/[!$&'()*+,\-./0-9:;=@A-Z_a-z~%]*(\?[!$&'()*+,\-./0-9:;=?@A-Z_a-z~%]*)?")
@@ -26,6 +28,35 @@ class BadRequest(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+_REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 429: "TooManyRequests", 503: "ServiceUnavailable"}
+
+
+def send_status(handler: BaseHTTPRequestHandler, refusal: BadRequest) -> None:
+    """Answer with a Kubernetes ``Status``, as the API server refuses: a client shows its message as it
+    shows the server's (``kubernetes.core`` puts it in the task's failure)."""
+    body = json.dumps(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": refusal.message,
+            "reason": _REASONS.get(refusal.status, "BadRequest"),
+            "code": refusal.status,
+        }
+    ).encode()
+    handler.close_connection = True
+    try:
+        handler.send_response(refusal.status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        handler.wfile.write(body)
+    except OSError:
+        pass  # the client hung up
 
 
 def target(raw: str) -> str:

@@ -40,7 +40,7 @@ from hybrid_operator import httpbounds, metrics
 from hybrid_operator.kube.client import ApiError, Kube
 from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.owners import Child, ChildHandler, Owner, inject_owner, owned_by_kind
-from hybrid_operator.proxy import accepting, cachereads, streaming, upgrading
+from hybrid_operator.proxy import accepting, cachereads, confining, streaming, upgrading
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,7 @@ class ApiProxy:
         )
         self.upgrades = upgrading.Upgrades(kube, self.streams, silence=upstream_silence)
         self._grants: dict[str, Owner] = {}  # token -> owner, for runs in progress only
+        self._reach: dict[str, confining.Reach] = {}  # token -> where that run's requests may go
         self._runs: dict[str, str] = {}  # run id -> token
         self.caches = caches
         self._writes: dict[str, cachereads.RunWrites] = {}  # token -> what that run wrote (with caches)
@@ -102,11 +103,13 @@ class ApiProxy:
         port = self._server.server_address[1]
         return f"http://127.0.0.1:{port}"
 
-    def kubeconfig_for(self, owner: Owner, run_id: str) -> str:
-        """The kubeconfig text of one run: this proxy, with a token that is good until ``revoke(run_id)``."""
+    def kubeconfig_for(self, owner: Owner, run_id: str, reach: confining.Reach = confining.ANYWHERE) -> str:
+        """The kubeconfig text of one run: this proxy, with a token that is good until ``revoke(run_id)``
+        for requests within ``reach``."""
         token = secrets.token_urlsafe(32)
         with self._lock:
             self._grants[token] = owner
+            self._reach[token] = reach
             self._runs[run_id] = token
             if self.caches is not None:
                 self._writes[token] = cachereads.RunWrites()
@@ -133,9 +136,22 @@ class ApiProxy:
             token = self._runs.pop(run_id, None)
             if token is not None:
                 self._grants.pop(token, None)
+                self._reach.pop(token, None)
                 self._writes.pop(token, None)
         if token is not None and self.streams.close_run(token):
             log.debug("cut the streams of run %s, which ended", run_id)
+
+    def _confine(self, token: str, path: str) -> None:
+        """``accepting.BadRequest`` unless the run of ``token`` may send a request for ``path``."""
+        with self._lock:
+            reach = self._reach.get(token, confining.ANYWHERE)
+        try:
+            confining.check(reach, path, self.kube.namespaced)
+        except ApiError as exc:
+            raise accepting.BadRequest(503, f"cannot tell whether {path} is namespaced: {exc}") from exc
+        except accepting.BadRequest as exc:
+            log.warning("refused a run's request for %s: %s", path[:300], exc.message)
+            raise
 
     def _owner_of(self, token: str) -> Owner | None:
         with self._lock:
@@ -170,6 +186,11 @@ class ApiProxy:
                 # Only now does the request count against the runs' slots (503 past them): connections
                 # that never finish their head, or show no token, stay in the pending pool and its bounds.
                 if not self.admit(token):
+                    return
+                try:  # where the run may go: before a cache, an upgrade or the API server sees the request
+                    proxy._confine(token, path.partition("?")[0])
+                except accepting.BadRequest as exc:
+                    accepting.send_status(self, exc)
                     return
                 upgrade = streaming.upgrade_of(path.partition("?")[0], self.headers)
                 if upgrade is not None:

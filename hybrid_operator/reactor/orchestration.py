@@ -55,6 +55,7 @@ class Operator:
         self.queue = WorkQueue(
             global_limit=config.max_concurrent_total,
             per_kind_limits={str(w.gvk): config.concurrency(w.gvk) for w in watches},
+            spare_limit=config.max_concurrent_total,  # for namespaces waiting behind stalled runs
         )
         self.caches = Caches()  # every informer's store, readable by the proxy with --proxy-cache-reads
         self.dependents = DependentWatches(
@@ -75,7 +76,7 @@ class Operator:
         )
         self.kinds = Kinds(config, watches, kube, self.queue, self.caches, self.stop, self._owns, self.resumer)
         self.workers = Workers(
-            config.max_concurrent_total,
+            config.max_concurrent_total * 2,  # the queue's regular and spare lanes
             self.queue,
             self.kinds,
             runtime.reconciler,

@@ -16,6 +16,12 @@ Semantics (client-go's workqueue, plus what operator-sdk lacks):
   delays another tenant's new object by at most the runs already in progress, about one per worker, and
   the flooding namespace is never starved either: among namespaces with work it waits at most one turn
   of each of the others. Cluster-scoped objects share the namespace "".
+- no namespace holds every worker while another waits: runs that hang (a role waiting on something that
+  never comes, until ``--ansible-run-timeout``) would otherwise hold all the workers and stall every
+  tenant. When at least ``global_limit`` runs have each been running for ``STALLED_AFTER`` seconds, a key
+  of a namespace with no run in progress may start on a spare lane anyway, past the kind's and the global
+  cap, up to ``spare_limit`` more runs at once (the orchestration gives as many spare lanes as workers).
+  Runs that end in seconds never open one; a namespace already running never gets one.
 
 Periodic resyncs are spread over their period (``resync_delay``): each key comes due at a phase of its own
 in the period, so objects created (or restarted) together never come due together, and stay spread.
@@ -44,6 +50,7 @@ from hybrid_operator.kube.objects import GVK, key_of
 
 PRIORITY_CHANGE = 0  # a watch saw the object change
 PRIORITY_RESYNC = 1  # periodic reconcile, requeue_after, retry
+STALLED_AFTER = 10.0  # seconds every regular lane's run has been going before a spare lane may open
 # Namespaces whose last turn is remembered besides those with work waiting; one forgotten counts as never
 # served, which only matters if it had no turn in the last this-many turns of others.
 TURNS_REMEMBERED = 4096
@@ -91,8 +98,10 @@ class WorkQueue:
         backoff_cap: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        spare_limit: int = 0,
     ) -> None:
         self.global_limit = global_limit
+        self.spare_limit = spare_limit  # runs past the caps for namespaces with none running (see above)
         self.per_kind_limits = dict(per_kind_limits)
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
@@ -107,9 +116,10 @@ class WorkQueue:
         self._turns: OrderedDict[str, int] = OrderedDict()  # namespace -> its last turn, oldest first
         self._turn = itertools.count()
         self._ready = [_Lane(self._last_turn), _Lane(self._last_turn)]
-        self._processing: set[Key] = set()
+        self._processing: dict[Key, float] = {}  # key -> clock time its run started
         self._dirty: dict[Key, int] = {}  # added while processing -> priority
-        self._running: Counter[str] = Counter()
+        self._running: Counter[str] = Counter()  # runs in progress per kind
+        self._in_namespace: Counter[str] = Counter()  # runs in progress per namespace
         self._failures: Counter[Key] = Counter()
         self._failing_since: dict[Key, float] = {}  # wall-clock time of the first failure in a row
         self._due_since: dict[Key, float] = {}  # clock time a key in a lane became due
@@ -148,7 +158,8 @@ class WorkQueue:
         with self._cond:
             self._failures[key] += 1
             self._failing_since.setdefault(key, self._wall_clock())
-            delay = float(min(self.backoff_cap, self.backoff_base * 2 ** (self._failures[key] - 1)))
+            # The exponent stops growing long before 2**n overflows a float (1,024 failures of one key).
+            delay = min(self.backoff_cap, self.backoff_base * 2.0 ** min(self._failures[key] - 1, 64))
             delay = max(delay, min(at_least, self.backoff_cap))
         metrics.RETRIES.labels(key.gvk).inc()
         self.add(key, delay=delay, priority=PRIORITY_RESYNC)
@@ -188,10 +199,14 @@ class WorkQueue:
                 if key is not None:
                     waited = self._clock() - self._due_since.pop(key, self._clock())
                     metrics.QUEUE_WAIT.labels(key.gvk).observe(max(0.0, waited))
-                    self._processing.add(key)
+                    self._processing[key] = self._clock()
                     self._running[key.gvk] += 1
+                    self._in_namespace[key.namespace] += 1
                     self._refresh_gauges()
                     return key
+                stalls = self._stalls_in()
+                if stalls:  # spare lanes open then: look again (0.0: open now, and nothing may take one)
+                    wait = stalls if wait is None else min(wait, stalls)
                 if deadline is not None:
                     remaining = deadline - self._clock()
                     if remaining <= 0:
@@ -202,7 +217,10 @@ class WorkQueue:
 
     def done(self, key: Key) -> None:
         with self._cond:
-            self._processing.discard(key)
+            if self._processing.pop(key, None) is not None:
+                self._in_namespace[key.namespace] -= 1
+                if self._in_namespace[key.namespace] <= 0:
+                    del self._in_namespace[key.namespace]
             self._running[key.gvk] -= 1
             priority = self._dirty.pop(key, None)
             if priority is not None:
@@ -244,19 +262,36 @@ class WorkQueue:
 
     def _pick(self) -> Key | None:
         """From the best lane, the oldest key whose kind has room (and is not running) of the namespace
-        whose turn it is; that namespace then goes to the back in every lane."""
-        if sum(self._running.values()) >= self.global_limit:
+        whose turn it is; that namespace then goes to the back in every lane. Past the global cap, only a
+        spare lane's key: a namespace with nothing running, while the regular lanes' runs are stalled."""
+        running = len(self._processing)
+        if running >= self.global_limit + self.spare_limit:
+            return None
+        spare = running >= self.global_limit
+        if spare and self._stalls_in() != 0.0:
             return None
         for ready in self._ready:
-            key = next((k for k in ready.in_turn() if self._may_take(k)), None)
+            key = next((k for k in ready.in_turn() if self._may_take(k, spare)), None)
             if key is not None:
                 ready.remove(key)
                 self._take_turn(key.namespace)
                 return key
         return None
 
-    def _may_take(self, key: Key) -> bool:
-        return key not in self._processing and self._running[key.gvk] < self.per_kind_limits.get(key.gvk, 1)
+    def _may_take(self, key: Key, spare: bool = False) -> bool:
+        if key in self._processing:
+            return False
+        if spare:
+            return key.namespace not in self._in_namespace
+        return self._running[key.gvk] < self.per_kind_limits.get(key.gvk, 1)
+
+    def _stalls_in(self) -> float | None:
+        """Seconds until ``global_limit`` runs in progress will each have been going ``STALLED_AFTER``
+        seconds (0.0: they have), or None when spare lanes cannot open (none, or too few runs)."""
+        if not self.spare_limit or len(self._processing) < self.global_limit:
+            return None
+        oldest = sorted(self._processing.values())[self.global_limit - 1]
+        return max(0.0, oldest + STALLED_AFTER - self._clock())
 
     def _last_turn(self, namespace: str) -> int:
         return self._turns.get(namespace, -1)  # never served (or long ago): before everyone

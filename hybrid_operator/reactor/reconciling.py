@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import secrets
 import threading
 import time
@@ -50,6 +49,7 @@ from hybrid_operator.kube.objects import (
     uid_of,
 )
 from hybrid_operator.kube.owners import Owner
+from hybrid_operator.proxy.confining import ANYWHERE, Reach
 from hybrid_operator.proxy.server import ApiProxy
 from hybrid_operator.reactor import admitting
 from hybrid_operator.reactor import status as status_mod
@@ -61,8 +61,6 @@ from hybrid_operator.settings.watches import Watch
 log = logging.getLogger(__name__)
 
 MIN_REQUEUE = 1.0  # seconds: the least requeue_after a role gets, as the reconcile-period annotation's floor
-REASON_TIMED_OUT = "RunTimedOut"  # the failure reason a run stopped at --run-timeout counts under
-_LABEL_REASON = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
 WRITTEN_TTL = 120.0  # seconds our own status write stands in for a cache that has not delivered it yet
 OWNER_ENV = "HYBRID_OPERATOR_OWNER"  # tells the hybrid_operator.util plugins which object this run is for
 
@@ -79,7 +77,8 @@ class KindContext:
     on_event: Callable[[dict[str, Any]], None] | None = None  # each run's events, as they arrive
     log_failed_output: bool = True  # log a failed run's task output (not under --ansible-log-events=nothing)
     max_entries: int = admitting.DEFAULT_MAX_ENTRIES  # --max-object-entries
-    # With skipConvergedAtStart: the status.reconciled a run leaves (key, the object it ran on, succeeded)
+    confine_runs: bool = False  # --run-namespaces: a run reaches its object's namespace and runNamespaces only
+    # With skipConvergedAtStart: the status.reconciledWith a run leaves (key, the object it ran on, succeeded)
     record: Callable[[Key, KubeObject, bool], dict[str, Any] | None] | None = None
 
 
@@ -164,9 +163,8 @@ class Reconciler:
         request = self._request(ctx, obj, deleting, settings)
         with logs.bind(run_id=request.run_id):
             result = self._run(key, request, show_output=ctx.log_failed_output)
-        generation = generation_of(obj)
-        patch = status_mod.final_status(obj, result, manage_status=ctx.watch.manage_status, generation=generation)
-        return Rehearsal(result, patch)
+        verdict = status_mod.verdict(obj, result, manage_status=ctx.watch.manage_status)
+        return Rehearsal(result, verdict.status(obj))
 
     def _admit(self, ctx: KindContext, obj: KubeObject) -> RunSettings:
         watch = ctx.watch
@@ -238,7 +236,7 @@ class Reconciler:
             path = self._kubeconfigs / f"{run_id}.kubeconfig"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as handle:
-                handle.write(self.proxy.kubeconfig_for(Owner(**owner), run_id))
+                handle.write(self.proxy.kubeconfig_for(Owner(**owner), run_id, _reach(ctx, obj)))
             env["KUBECONFIG"] = env["K8S_AUTH_KUBECONFIG"] = str(path)
         return RunRequest(
             run_id=run_id,
@@ -262,19 +260,19 @@ class Reconciler:
         self, key: Key, ctx: KindContext, before: KubeObject, result: RunResult, deleting: bool, period: float
     ) -> Outcome:
         watch = ctx.watch
+        verdict = status_mod.verdict(before, result, manage_status=watch.manage_status)
         fresh = self._fresh(ctx, before)
         if fresh is None:
             # Deleted while we ran: nothing left to report.
-            return Outcome(succeeded=result.succeeded, reason=_failure_reason(result))
-        if deleting and result.succeeded and watch.finalizer is not None:
+            return Outcome(succeeded=verdict.succeeded, reason=verdict.metric_reason)
+        if deleting and verdict.succeeded and watch.finalizer is not None:
             self._record_role_events(fresh, result)
             patching.remove_finalizer(self.kube, ctx.resource, fresh, watch.finalizer.name)
             return Outcome(succeeded=True)
-        seen = generation_of(before)
-        record = ctx.record(key, before, result.succeeded) if ctx.record is not None else None
+        record = ctx.record(key, before, verdict.succeeded) if ctx.record is not None else None
 
         def final(cur: KubeObject) -> dict[str, Any]:
-            patch = status_mod.final_status(cur, result, manage_status=watch.manage_status, generation=seen)
+            patch = verdict.status(cur)
             if ctx.record is not None and _status_of(cur).get(RECORD) != record:
                 patch[RECORD] = record  # None removes it: the next start runs the object
             return patch
@@ -283,11 +281,10 @@ class Reconciler:
         if written is not None:
             self._remember_write(key, written)
         self._record_role_events(fresh, result)
-        if not result.succeeded:
-            reason = status_mod.failure_reason(result)
-            self.recorder.record(fresh, "Warning", reason, status_mod.failure_text(result))
-            return Outcome(succeeded=False, retry=True, reason=_failure_reason(result))
-        if status_mod.last_failed(before):
+        if not verdict.succeeded:
+            self.recorder.record(fresh, "Warning", verdict.reason, verdict.text)
+            return Outcome(succeeded=False, retry=True, reason=verdict.metric_reason)
+        if verdict.recovered:
             self.recorder.record(fresh, "Normal", "Recovered", "Reconciliation succeeded after earlier failures")
         started_deleting = not deleting and is_deleting(fresh)
         if started_deleting and watch.finalizer is not None:
@@ -372,6 +369,14 @@ class Reconciler:
             self.recorder.record(obj, event.type, event.reason, event.message)
 
 
+def _reach(ctx: KindContext, obj: KubeObject) -> Reach:
+    """Where the run of ``obj`` may send requests: confined, its namespace and the watch's runNamespaces."""
+    if not ctx.confine_runs:
+        return ANYWHERE
+    own = {namespace_of(obj)} - {""}
+    return Reach(frozenset(own | ctx.watch.run_namespaces))
+
+
 def _resource_version(obj: KubeObject) -> int:
     """resourceVersions are opaque, but etcd's are increasing integers; anything else compares as 0."""
     raw = resource_version_of(obj)
@@ -428,17 +433,3 @@ def _log_tolerated(key: Key, result: RunResult) -> None:
         log.warning(
             "%d more task failures let pass by the role in this run, not logged", unlisted, extra={"fields": base}
         )
-
-
-def _failure_reason(result: RunResult) -> str:
-    """The reason a failed run counts under in ``hybrid_operator_reconcile_failures_total`` ("" if it succeeded).
-
-    A role may write any reason; a metric label must stay few and short, so one that is not a short
-    CamelCase word counts as Failed.
-    """
-    if result.succeeded:
-        return ""
-    if result.timed_out:
-        return REASON_TIMED_OUT
-    reason = status_mod.failure_reason(result)
-    return reason if _LABEL_REASON.fullmatch(reason) else status_mod.REASON_FAILED

@@ -1,7 +1,10 @@
 """From a run's outcome to the custom resource's status: conditions, ansibleResult, observedGeneration.
 
 Pure functions, called by ``reactor.reconciling`` with the freshest copy of the object and the run's
-``RunResult``; the caller writes what they return as one merge patch on the status subresource.
+``RunResult``; the caller writes what they return as one merge patch on the status subresource. After a
+run the reconciler asks once, ``verdict``, and gets all it reports: the status patch (``Verdict.status``,
+recomputed on the freshest copy after a write conflict), the Warning Event's reason and text, the reason
+the failure counts under in the metrics, and whether the run is a recovery from an earlier failure.
 Conditions and reasons are operator-sdk's (Running / Successful / Failure; reasons Running, Successful,
 Failed; ``ansibleResult`` on the Running or Failure condition), plus what upstream lacks:
 ``observedGeneration`` on the status and on each condition, and ``lastTransitionTime`` that moves only
@@ -11,7 +14,9 @@ for the same type, so a role can report ``Failure`` with its own reason (e.g. ``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +28,8 @@ REASON_RUNNING, REASON_SUCCESSFUL, REASON_FAILED = "Running", "Successful", "Fai
 MSG_RUNNING = "Running reconciliation"
 MSG_AWAITING = "Awaiting next reconciliation"
 MSG_SUCCEEDED = "Last reconciliation succeeded"
+REASON_TIMED_OUT = "RunTimedOut"  # the failure reason a run stopped at --run-timeout counts under
+_LABEL_REASON = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
 
 Condition = dict[str, Any]
 
@@ -123,6 +130,55 @@ def _runtime_conditions(
     if old_running is not None:
         out.append(_condition(RUNNING, "False", REASON_FAILED, "Last reconciliation failed", generation))
     return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A run's verdict: everything the reconciler writes and reports after it, worked out in one place."""
+
+    result: RunResult
+    manage_status: bool  # the watch's manageStatus: our conditions and observedGeneration, or the role's alone
+    generation: Any  # the generation the run saw: what was observed, even if the spec changed meanwhile
+    reason: str  # the Warning Event's reason: the role's own Failure reason, else Failed ("" on success)
+    text: str  # the Warning Event's message ("" on success)
+    metric_reason: str  # what the failure counts under in hybrid_operator_reconcile_failures_total
+    recovered: bool  # a success after the object's status said its last run failed
+
+    @property
+    def succeeded(self) -> bool:
+        return self.result.succeeded
+
+    def status(self, fresh: Mapping[str, Any]) -> dict[str, Any]:
+        """The status patch, merged with ``fresh`` (called again with a fresher copy after a conflict)."""
+        return final_status(fresh, self.result, manage_status=self.manage_status, generation=self.generation)
+
+
+def verdict(before: Mapping[str, Any], result: RunResult, *, manage_status: bool) -> Verdict:
+    """The verdict on ``result``, a run of ``before`` (the object as the run saw it)."""
+    failed = not result.succeeded
+    return Verdict(
+        result=result,
+        manage_status=manage_status,
+        generation=generation_of(before),
+        reason=failure_reason(result) if failed else "",
+        text=failure_text(result) if failed else "",
+        metric_reason=metric_reason(result),
+        recovered=not failed and last_failed(before),
+    )
+
+
+def metric_reason(result: RunResult) -> str:
+    """The reason a failed run counts under in ``hybrid_operator_reconcile_failures_total`` ("" if it succeeded).
+
+    A role may write any reason; a metric label must stay few and short, so one that is not a short
+    CamelCase word counts as Failed.
+    """
+    if result.succeeded:
+        return ""
+    if result.timed_out:
+        return REASON_TIMED_OUT
+    reason = failure_reason(result)
+    return reason if _LABEL_REASON.fullmatch(reason) else REASON_FAILED
 
 
 def failure_reason(result: RunResult) -> str:

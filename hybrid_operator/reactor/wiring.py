@@ -85,4 +85,5 @@ def kind_context(
         on_event=on_event,
         log_failed_output=eventlog.shows_failed_output(config.ansible_log_events),
         max_entries=config.max_object_entries,
+        confine_runs=config.confine_runs,
     )

@@ -13,11 +13,20 @@ beyond upstream, 411/413 for a body without a length or too large. A request nev
 The operator tells its runs where the receiver listens through ``URL_ENV`` (the actual port when the flag
 asked for port 0), so our ``osdk_metric`` finds it wherever it is; the Galaxy module always uses
 ``http://localhost:5050/metrics`` unless the task gives ``address``.
+
+Only the operator's runs are heard: any local process can connect, and one (another user's) once
+registered a metric under another type, after which every run's ``osdk_metric`` failed. The receiver
+makes a secret at start, the operator hands it to its runs through ``TOKEN_ENV`` (a process's environment
+is readable by its own user only), and a request without ``Authorization: Bearer <secret>`` gets 401
+before its body is read. Our ``osdk_metric`` sends it to this receiver's URL and nowhere else; the Galaxy
+module sends none, so under hybrid-operator a role uses the bundled ``operator_sdk.util`` (it does by default).
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
+import secrets
 import socket
 import threading
 import time
@@ -31,6 +40,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ADDRESS = "localhost:5050"
 URL_ENV = "HYBRID_OPERATOR_USER_METRICS_URL"
+TOKEN_ENV = "HYBRID_OPERATOR_USER_METRICS_TOKEN"
 PATH = "/metrics"
 READ_TIMEOUT = 5.0  # seconds per socket read once the head is in
 BODY_DEADLINE = 10.0  # seconds for the whole body, however slowly it trickles in
@@ -48,22 +58,28 @@ def parse_address(address: str) -> tuple[str, int] | None:
     return (host.strip("[]") or "localhost", int(port))
 
 
-class _Server(BoundedServer):
+class Receiver(BoundedServer):
     """The bounded server, with the store the metrics go to."""
 
     def __init__(self, bind: tuple[str, int], store: UserMetrics, bounds: Bounds) -> None:
         self.store = store
+        self.token = secrets.token_urlsafe(32)  # the operator's runs get it through TOKEN_ENV
         super().__init__(bind, _Handler, bounds, "role metrics receiver")
 
 
 class _Handler(BoundedHandler):
-    server: _Server
+    server: Receiver
     timeout = READ_TIMEOUT
     admit_after_head = False  # a request is pending until its body is in: see do_POST
     _body_read = False
 
     def do_POST(self) -> None:
         if not self._on_path():
+            return
+        given = (self.headers.get("Authorization") or "").encode("utf-8", "replace")
+        if not hmac.compare_digest(given, f"Bearer {self.server.token}".encode()):
+            log.debug("role metric refused from %s: not one of the operator's runs", self.client_address[0])
+            self._send(401, "role metrics are accepted from the operator's own runs only\n")
             return
         try:
             body = self._body()
@@ -160,12 +176,12 @@ class _Handler(BoundedHandler):
             pass  # the client went away: nothing left to protect
 
 
-def serve(address: str, store: UserMetrics = USER_METRICS, bounds: Bounds = BOUNDS) -> BoundedServer | None:
+def serve(address: str, store: UserMetrics = USER_METRICS, bounds: Bounds = BOUNDS) -> Receiver | None:
     """Listen on ``address`` (None when disabled with '0'); ``OSError`` when it cannot be bound."""
     bind = parse_address(address)
     if bind is None:
         return None
-    server = _Server(bind, store, bounds)
+    server = Receiver(bind, store, bounds)
     threading.Thread(target=server.serve_forever, name="user-metrics", daemon=True).start()
     log.info("receiving role metrics on %s", url(server))
     return server

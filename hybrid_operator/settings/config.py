@@ -215,6 +215,13 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         help="a run longer than this is killed",
     )
     a(
+        "--ansible-run-memory",
+        type=_size,
+        default=_size("512Mi"),
+        help="how much memory each process of a run may take on top of what it starts with; past it the "
+        "run fails (RunOutOfMemory) and the operator goes on (0: unbounded)",
+    )
+    a(
         "--runner-artifacts-dir",
         default=str(default_artifacts_dir()),
         help="where each run's private data dir and artifacts live: a directory of this user's with mode 0700 "
@@ -232,6 +239,14 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         default=10_000,
         help="entries (mapping items and list elements, at any depth) a watched object may hold; a larger one "
         "is refused with InvalidSpec and only a stub of it is kept in memory",
+    )
+    a(
+        "--run-namespaces",
+        choices=("auto", "own", "any"),
+        default=env("HYBRID_OPERATOR_RUN_NAMESPACES", "auto"),
+        help="where a run's API requests may go through the run proxy: own (its object's namespace, the "
+        "watch's runNamespaces and cluster-scoped kinds), any (as operator-sdk), or auto (default: own when "
+        "WATCH_NAMESPACE lists several namespaces, any otherwise); multi-tenant installs: own",
     )
     _switch(parser, "--inject-owner-ref", True, "give children the role creates an ownerReference")
     a(
@@ -270,7 +285,11 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         default="",
         help="namespace of the Lease (default: the pod's, or default)",
     )
-    a("--metrics-bind-address", default=":8443", help="host:port for Prometheus metrics ('0' disables)")
+    a(
+        "--metrics-bind-address",
+        default=env("HYBRID_OPERATOR_METRICS_BIND_ADDRESS", ":8443"),
+        help="host:port for Prometheus metrics ('0' disables; also HYBRID_OPERATOR_METRICS_BIND_ADDRESS)",
+    )
     _switch(
         parser,
         "--metrics-secure",
@@ -299,8 +318,8 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     )
     a(
         "--health-probe-bind-address",
-        default=":6789",
-        help="host:port for /healthz and /readyz ('0' disables)",
+        default=env("HYBRID_OPERATOR_HEALTH_PROBE_BIND_ADDRESS", ":6789"),
+        help="host:port for /healthz and /readyz ('0' disables; also HYBRID_OPERATOR_HEALTH_PROBE_BIND_ADDRESS)",
     )
     a(
         "--graceful-shutdown-timeout",
@@ -356,6 +375,8 @@ class Config:
     proxy_stream_timeout: float = 120.0  # seconds; math.inf when neither it nor the run's timeout is set
     inventory: Path | None = None  # ANSIBLE_INVENTORY: copied into every run's input dir instead of localhost
     max_object_entries: int = 10_000  # entries a watched object may hold before it is refused and stubbed
+    run_memory: int = 512 << 20  # bytes each process of a run may grow by; 0: unbounded
+    confine_runs: bool = False  # --run-namespaces resolved: each run may reach its object's namespace only
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Config:
@@ -411,6 +432,8 @@ class Config:
             namespaces=namespaces,
             inventory=_inventory(env),
             max_object_entries=args.max_object_entries,
+            run_memory=args.ansible_run_memory,
+            confine_runs=args.run_namespaces == "own" or (args.run_namespaces == "auto" and len(namespaces) > 1),
         )
 
     def per_kind(self, prefix: str, gvk: GVK, default: int, env: Mapping[str, str] | None = None) -> int:

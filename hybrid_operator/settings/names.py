@@ -28,6 +28,15 @@ def dns1123_subdomain_problem(text: str) -> str | None:
     return None
 
 
+def namespace_problem(text: str) -> str | None:
+    """A namespace's name: a DNS-1123 label (``team-a``)."""
+    if len(text) > LABEL_MAX:
+        return f"longer than {LABEL_MAX} characters"
+    if not re.fullmatch(_DNS1123_LABEL, text, re.ASCII):
+        return "must be a lower-case DNS label: a-z, 0-9 and '-', starting and ending with a letter or digit"
+    return None
+
+
 def group_problem(text: str) -> str | None:
     """An API group: empty for the core group, else a DNS subdomain (``apps``, ``cache.example.com``)."""
     return None if text == "" else dns1123_subdomain_problem(text)

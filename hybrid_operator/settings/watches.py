@@ -1,7 +1,7 @@
 """watches.yaml: which kind maps to which role or playbook, and how it is reconciled.
 
 Read once at start-up by ``cli`` and handed to the reactor. The format is operator-sdk's, field for field
-(see the README for the few defaults we changed); every problem is reported as a ``ConfigError`` naming the
+(docs/roles/watches.md lists the few defaults we changed); every problem is reported as a ``ConfigError`` naming the
 entry (index and group/version/kind) and the field, so a bad file fails before any watch starts.
 
 The file is untrusted input: ``yamlfiles`` reads it with bounds (size, depth, no aliases), ``names``
@@ -45,6 +45,7 @@ KNOWN_FIELDS = {
     "finalizer",
     "selector",
     "blacklist",
+    "runNamespaces",
 }
 _FINALIZER_FIELDS = {"name", "role", "playbook", "vars"}
 _SELECTOR_OPERATORS = ("DoesNotExist", "Exists", "In", "NotIn")  # a tuple: `in` must not hash what it tests
@@ -93,6 +94,8 @@ class Watch:
     finalizer: Finalizer | None = None
     selector: str = ""  # label selector in the API's query syntax
     blacklist: frozenset[GVK] = frozenset()
+    # Namespaces a run may reach besides its object's own when runs are confined (--run-namespaces).
+    run_namespaces: frozenset[str] = frozenset()
 
 
 def load_watches(path: Path, *, roles_paths: Sequence[Path] = (), env: Mapping[str, str] | None = None) -> list[Watch]:
@@ -234,6 +237,7 @@ def _parse_entry(path: Path, index: int, raw: object, base_dirs: Sequence[Path],
         finalizer=_parse_finalizer(entry, base_dirs, roles_paths),
         selector=_parse_selector(entry),
         blacklist=_parse_blacklist(entry),
+        run_namespaces=_parse_run_namespaces(entry),
     )
 
 
@@ -339,6 +343,23 @@ def _check_label(entry: _Entry, where: str, value: object, problem_of: Callable[
     problem = problem_of(value)
     if problem:
         raise entry.fail(where, f"{what} {_short(value)}: {problem}")
+
+
+MAX_RUN_NAMESPACES = 64
+
+
+def _parse_run_namespaces(entry: _Entry) -> frozenset[str]:
+    """``runNamespaces``: a list of namespace names (DNS labels), at most ``MAX_RUN_NAMESPACES``."""
+    raw = entry.raw.get("runNamespaces")
+    if raw is None:
+        return frozenset()
+    if not isinstance(raw, list) or len(raw) > MAX_RUN_NAMESPACES:
+        raise entry.fail("runNamespaces", f"must be a list of at most {MAX_RUN_NAMESPACES} namespace names")
+    for i, name in enumerate(raw):
+        problem = names.namespace_problem(name) if isinstance(name, str) else "must be a string"
+        if problem:
+            raise entry.fail(f"runNamespaces[{i}]", f"{problem}, got {_short(name)}")
+    return frozenset(raw)
 
 
 def _parse_blacklist(entry: _Entry) -> frozenset[GVK]:

@@ -14,7 +14,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,6 +25,10 @@ import pytest
 import yaml
 from kubernetes import client, config, utils
 from kubernetes.client.rest import ApiException
+
+from tests.helpers import condition as condition
+from tests.helpers import successful as successful
+from tests.helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -91,20 +94,6 @@ def _real_node_only(request: pytest.FixtureRequest) -> None:
         pytest.skip("needs a real node: a bed started with hack/local-cluster.sh up --real-node")
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    last_exc: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except ApiException as exc:
-            last_exc = exc
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" ({last_exc})" if last_exc else ""))
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -157,6 +146,7 @@ def start_operator(
     wait_ready: bool = True,
     default_artifacts: bool = False,  # no --runner-artifacts-dir: the operator's default
     cwd: Path = ROOT,
+    wrapper: tuple[str, ...] = (),  # a command that execs the operator's argv it is given (a cgroup's, say)
 ) -> OperatorProcess:
     """The operator as a real process on a watches.yaml, its log and artifacts under workdir."""
     health, metrics = free_port(), free_port()
@@ -165,6 +155,7 @@ def start_operator(
     workdir.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, "KUBECONFIG": kubeconfig, **(env or {})}
     cmd = [
+        *wrapper,
         str(Path(sys.executable).parent / "hybrid-operator"),
         "run",
         "--watches-file",
@@ -246,6 +237,36 @@ class Objects:
     def patch(self, group: str, version: str, plural: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         return self.custom.patch_namespaced_custom_object(group, version, self.namespace, plural, name, body)
 
+    def successful(
+        self, group: str, version: str, plural: str, name: str, *, generation: int | None = None
+    ) -> dict[str, Any] | None:
+        """The resource if it is Successful (for ``generation``, if given), else None."""
+        obj = self.get(group, version, plural, name)
+        return obj if obj is not None and successful(obj, generation) else None
+
+    def wait_successful(
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        name: str,
+        timeout: float = 90,
+        *,
+        generation: int | None = None,
+        operator: OperatorProcess | None = None,
+    ) -> dict[str, Any]:
+        """Wait until the resource is Successful (for ``generation``, if given) and return it. With
+        ``operator``, a Failure=True ends the wait at once, with its message and that operator's log."""
+
+        def done() -> dict[str, Any] | None:
+            obj = self.get(group, version, plural, name)
+            failure = condition(obj, "Failure")
+            if operator is not None and failure and failure.get("status") == "True":
+                raise AssertionError(f"{name} failed: {failure.get('message')}\n{operator.log()[-4000:]}")
+            return obj if obj is not None and successful(obj, generation) else None
+
+        return wait_until(done, timeout, f"{plural} {name} Successful")
+
     def delete(self, group: str, version: str, plural: str, name: str) -> None:
         self.custom.delete_namespaced_custom_object(group, version, self.namespace, plural, name)
 
@@ -271,13 +292,6 @@ def foo_watches(tmp_path: Path) -> Path:
 @pytest.fixture
 def objects(api: client.ApiClient, namespace: str) -> Objects:
     return Objects(api, namespace)
-
-
-def condition(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == ctype:
-            return dict(cond)
-    return None
 
 
 def service_account_token(api: client.ApiClient, namespace: str, name: str, seconds: int = 3600) -> str:

@@ -22,18 +22,6 @@ def open_obj(name: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Open", "metadata": {"name": name}, "spec": spec or {}}
 
 
-def successful(objects: Objects, name: str, operator: OperatorProcess, timeout: float = 120) -> dict[str, Any]:
-    def done() -> dict[str, Any] | None:
-        obj = objects.get(GROUP, VERSION, PLURAL, name)
-        failure = condition(obj, "Failure")
-        if failure and failure.get("status") == "True":
-            raise AssertionError(f"{name} failed: {failure.get('message')}\n{operator.log()[-4000:]}")
-        cond = condition(obj, "Successful")
-        return obj if cond and cond.get("status") == "True" else None
-
-    return dict(wait_until(done, timeout, f"{name} Successful"))
-
-
 @pytest.fixture
 def rbac(api: client.ApiClient) -> Iterator[client.RbacAuthorizationV1Api]:
     """Cluster-scoped children outlive the test namespace (nothing owns them): removed here."""
@@ -55,7 +43,7 @@ def test_reviews_pass_untouched_and_a_cluster_scoped_child_gets_annotations(
     namespaced resource got an ownerReference the garbage collector calls OwnerRefInvalidNamespace."""
     op = operator(PROJECT / "watches-owners.yaml")
     objects.create(GROUP, VERSION, PLURAL, open_obj("asker"))
-    successful(objects, "asker", op)
+    objects.wait_successful(GROUP, VERSION, PLURAL, "asker", 120, operator=op)
     name = f"dropin-{objects.namespace}-asker"
     meta = rbac.read_cluster_role(name).metadata
     assert not meta.owner_references
@@ -89,7 +77,7 @@ def test_a_play_for_a_group_of_the_projects_inventory(
         env={"ANSIBLE_INVENTORY": str(PROJECT / "inventory")},
     )
     objects.create(GROUP, VERSION, PLURAL, open_obj("grouped"))
-    successful(objects, "grouped", op)
+    objects.wait_successful(GROUP, VERSION, PLURAL, "grouped", 120, operator=op)
     data = objects.core.read_namespaced_config_map("grouped-inventory", objects.namespace).data
     assert data == {"host": "operator-host", "greeting": "from the inventory's group_vars"}
     assert "switched itself off" not in op.log()

@@ -28,10 +28,10 @@ from kubernetes import client
 
 from tests.integration.conftest import (
     ROOT,
-    condition,
     free_port,
     https_get,
     service_account_token,
+    successful,
     wait_until,
 )
 
@@ -255,8 +255,7 @@ def test_the_image_converges_a_foo_as_the_deployment_runs_it(
 
         def converged() -> bool:
             obj = custom.get_namespaced_custom_object("samplecontroller.k8s.io", "v1alpha1", watched, "foos", name)
-            status = (condition(obj, "Successful") or {}).get("status")
-            return status == "True" and obj.get("status", {}).get("availableReplicas") == 1
+            return successful(obj) and obj.get("status", {}).get("availableReplicas") == 1
 
         wait_until(converged, 120, "the Foo converged by the operator in the image")
         child = apps.read_namespaced_deployment(f"{name}-web", watched)
@@ -376,13 +375,14 @@ def test_an_operator_sdk_project_builds_on_the_base_and_runs_with_its_own_args(
             custom = client.CustomObjectsApi(api)
             custom.create_namespaced_custom_object("cache.example.com", "v1alpha1", namespace, "memcacheds", sample)
 
-            def successful() -> bool:
-                obj = custom.get_namespaced_custom_object(
-                    "cache.example.com", "v1alpha1", namespace, "memcacheds", sample["metadata"]["name"]
+            def converged() -> bool:
+                return successful(
+                    custom.get_namespaced_custom_object(
+                        "cache.example.com", "v1alpha1", namespace, "memcacheds", sample["metadata"]["name"]
+                    )
                 )
-                return (condition(obj, "Successful") or {}).get("status") == "True"
 
-            wait_until(successful, 180, "the operator-sdk project's Memcached converged from its image")
+            wait_until(converged, 180, "the operator-sdk project's Memcached converged from its image")
             assert https_get(metrics, "/metrics")[0] == 401
         finally:
             engine("rm", "--force", name, check=False)

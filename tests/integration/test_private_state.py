@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import FIXTURES, Objects, OperatorProcess, condition, wait_until
+from tests.integration.conftest import FIXTURES, Objects, OperatorProcess
 
 pytestmark = pytest.mark.integration
 
@@ -64,12 +64,6 @@ def private_tmpdir(tmp_path: Path) -> Path:
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir(mode=0o700)
     return tmpdir
-
-
-def successful(objects: Objects, name: str) -> dict | None:
-    obj = objects.get(G, V, P, name)
-    cond = condition(obj, "Successful")
-    return obj if cond and cond.get("status") == "True" else None
 
 
 def exit_code(op: OperatorProcess, timeout: float = 120) -> int:
@@ -132,7 +126,7 @@ def test_a_wrapper_playbook_found_in_our_own_artifacts_dir_is_never_run(
     planted = plant(artifacts, marker, owner=None)
     operator(WATCHES, "--runner-artifacts-dir", str(artifacts), "--executor", executor)
     objects.create(G, V, P, demo("victim"))
-    obj = wait_until(lambda: successful(objects, "victim"), 90, "Successful=True")
+    obj = objects.wait_successful(G, V, P, "victim", 90)
     assert obj["status"]["echoed"] == "hi"  # written by the real role, which the planted playbook is not
     assert not marker.exists()
     assert "Leave a mark" in planted.read_text()  # left alone, and never run
@@ -143,7 +137,7 @@ def test_no_temporary_dir_outlives_the_operator(operator, objects: Objects, tmp_
     tmpdir = private_tmpdir(tmp_path)
     op = operator(WATCHES, "--executor", executor, env={"TMPDIR": str(tmpdir)})
     objects.create(G, V, P, demo("one"))
-    wait_until(lambda: successful(objects, "one"), 90, "Successful=True")
+    objects.wait_successful(G, V, P, "one", 90)
     pid = op.proc.pid
     ours = re.compile(rf"^(hybrid-operator-runs-|hyop-|hyop-warm-){pid}-")
     while_running = sorted(p.name for p in tmpdir.iterdir() if ours.match(p.name))

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.integration.conftest import FIXTURES, Objects, condition, wait_until
-from tests.integration.test_runtime import G, P, V, demo, successful
+from tests.integration.test_runtime import G, P, V, demo
 
 pytestmark = pytest.mark.integration
 WATCHES = FIXTURES / "projects" / "demo" / "watches.yaml"
@@ -28,7 +28,7 @@ def reconciles(metrics_text: str) -> float:
 def test_children_get_an_owner_reference_and_drift_is_put_back(operator, objects: Objects) -> None:
     operator(WATCHES)
     created = objects.create(G, V, P, demo("parent", message="declared", childName="parent-child"))
-    wait_until(lambda: successful(objects, "parent"), 60, "Successful")
+    objects.wait_successful(G, V, P, "parent", 60)
     child = objects.core.read_namespaced_config_map("parent-child", objects.namespace)
     refs = child.metadata.owner_references
     assert [(r.kind, r.name, r.uid, r.controller) for r in refs] == [
@@ -58,7 +58,7 @@ def test_sixty_quiet_seconds_after_convergence_cost_zero_runs(operator, objects:
     for i in range(3):
         objects.create(G, V, P, demo(f"calm-{i}", childName=f"calm-{i}-child"))
     for i in range(3):
-        wait_until(lambda n=f"calm-{i}": successful(objects, n), 90, "Successful")
+        objects.wait_successful(G, V, P, f"calm-{i}", 90)
     time.sleep(3)  # let the last status writes and child events arrive
     before = reconciles(op.metrics())
     time.sleep(60)
@@ -73,7 +73,7 @@ def test_metrics_and_probes_report_real_state(operator, objects: Objects) -> Non
     assert "watches synced" in text
     assert op.http(op.health_port, "/healthz")[0] == 200
     objects.create(G, V, P, demo("counted"))
-    wait_until(lambda: successful(objects, "counted"), 60, "Successful")
+    objects.wait_successful(G, V, P, "counted", 60)
     metrics = op.metrics()
     assert f'ansible_operator_reconcile_result_total{{GVK="{GVK}",result="succeeded"}}' in metrics
     count = re.search(rf'ansible_operator_reconciles_count{{GVK="{GVK}"}} (\S+)', metrics)
@@ -114,7 +114,7 @@ def test_one_leader_reconciles_and_a_stand_by_takes_over_after_kill(operator, ob
     assert standby.ready(), "a stand-by that can take over reports ready"
 
     objects.create(G, V, P, demo("before-kill"))
-    wait_until(lambda: successful(objects, "before-kill"), 60, "Successful")
+    objects.wait_successful(G, V, P, "before-kill", 60)
     assert "name=before-kill" in leader.log()
     assert "name=before-kill" not in standby.log()
 
@@ -122,7 +122,7 @@ def test_one_leader_reconciles_and_a_stand_by_takes_over_after_kill(operator, ob
     killed_at = time.monotonic()
     objects.create(G, V, P, demo("after-kill"))  # pending work while nobody leads
     wait_until(lambda: "became the leader" in standby.log(), 15 + 10, "the stand-by to take over")
-    wait_until(lambda: successful(objects, "after-kill"), 30, "the new leader to finish the pending work")
+    objects.wait_successful(G, V, P, "after-kill", 30)
     assert time.monotonic() - killed_at < 15 + 10 + 30
     # No object ran in both at once: an overlap would have failed the demo role's per-object lock.
     assert condition(objects.get(G, V, P, "after-kill"), "Failure")["status"] == "False"
@@ -135,12 +135,12 @@ def test_a_new_object_goes_before_the_restart_resync_of_converged_ones(operator,
     for name in old:
         objects.create(G, V, P, demo(name))
     for name in old:
-        wait_until(lambda n=name: successful(objects, n), 120, f"{name} Successful")
+        objects.wait_successful(G, V, P, name, 120)
     assert first.terminate(60) == 0
 
     second = operator(WATCHES, "--max-concurrent-reconciles", "1")
     objects.create(G, V, P, demo("newcomer"))
-    wait_until(lambda: successful(objects, "newcomer"), 60, "the newcomer Successful")
+    objects.wait_successful(G, V, P, "newcomer", 60)
     runs = [line for line in second.log().splitlines() if " reconciled " in line]
     position = next(i for i, line in enumerate(runs) if "name=newcomer" in line)
     assert position <= 2, f"the newcomer ran after {position} resyncs:\n" + "\n".join(runs)

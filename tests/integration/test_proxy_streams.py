@@ -14,6 +14,7 @@ the operator through its proxy.
 
 from __future__ import annotations
 
+import json
 import statistics
 import subprocess
 import threading
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 from kubernetes.stream import stream
@@ -219,6 +221,38 @@ def test_a_watch_outlives_the_silence_timeout_and_ends_with_its_run(
     wait_until(lambda: proxy.streams.count() == 0, 2, "the proxy to forget the cut stream", interval=0.02)
     ended = time.monotonic() - cut
     print(f"\nwatch event after {events[-1][0]:.1f} s of silence; cut {ended:.2f} s after its run ended")
+
+
+@pytest.mark.parametrize("value", ["yes", "t", "on", ""])
+def test_a_watch_by_any_spelling_the_api_server_takes_is_capped_and_ends_with_its_run(
+    kubeconfig: str, objects: Objects, tmp_path: Path, value: str
+) -> None:
+    """What a process a run left behind did: ``watch=yes`` (``t``, ``on``, empty) is a watch to the real API
+    server, but the proxy counted only ``true``, so such streams escaped the per-run cap and kept delivering
+    events after the run ended. Now they count, and each ends with its run."""
+    proxy = ApiProxy(Kube.connect(kubeconfig), inject=True, on_child=lambda c: None, max_streams_per_run=2)
+    proxy.start()
+    try:
+        token = run_client(proxy, objects.namespace, tmp_path).configuration.api_key["authorization"]
+        target = f"{proxy.address}/api/v1/namespaces/{objects.namespace}/configmaps?watch={value}"
+        pool = urllib3.PoolManager()
+        answers = [
+            pool.request("GET", target, headers={"Authorization": token}, preload_content=False, retries=False)
+            for _ in range(3)
+        ]
+        assert [a.status for a in answers] == [200, 200, 429]
+        objects.core.create_namespaced_config_map(objects.namespace, {"metadata": {"name": "seen"}})
+        first = json.loads(answers[0].readline())  # the API server streamed it: it is a watch
+        assert first["type"] == "ADDED"
+        cut = time.monotonic()
+        proxy.revoke("run")
+        for answer in answers[:2]:
+            while answer.readline():  # every event until the stream's end
+                pass
+        assert time.monotonic() - cut < 3
+        wait_until(lambda: proxy.streams.count(plain=True) == 0, 3, "the proxy to forget the cut streams")
+    finally:
+        proxy.stop()
 
 
 # -- a real node --------------------------------------------------------------------------------------

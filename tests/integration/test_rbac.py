@@ -23,7 +23,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from tests.integration.conftest import ROOT, Objects, condition, wait_until
+from tests.integration.conftest import ROOT, Objects, condition, successful, wait_until
 
 pytestmark = pytest.mark.integration
 DEPLOY = ROOT / "deploy"
@@ -429,9 +429,7 @@ def test_the_operator_converges_a_foo_on_its_token_and_only_where_it_watches(
 
     def converged() -> bool:
         obj = tenant_objects.get("samplecontroller.k8s.io", "v1alpha1", "foos", name)
-        return (condition(obj, "Successful") or {}).get("status") == "True" and (obj or {}).get("status", {}).get(
-            "availableReplicas"
-        ) == 1
+        return successful(obj) and (obj or {}).get("status", {}).get("availableReplicas") == 1
 
     wait_until(converged, 90, "the Foo converged by the operator on its ServiceAccount")
     deployment = tenant_objects.apps.read_namespaced_deployment(f"{name}-web", tenant)

@@ -2,7 +2,7 @@
 
 Each test drives one fault against the real API server (or the bed's own components: the API server
 restarted or killed, etcd compacted and restarted) or the operator itself (SIGKILL mid-burst), asserts the
-recovery, and prints the figure the README's Reliability table quotes (run with ``-s`` to see it). The
+recovery, and prints the figure the Reliability page's table quotes (run with ``-s`` to see it). The
 tests that stop the bed's components run only on the local test bed, never on a cluster of the user's.
 """
 
@@ -21,7 +21,7 @@ import urllib3
 import yaml
 from kubernetes.client.rest import ApiException
 
-from tests.integration.conftest import ROOT, Objects, OperatorProcess, condition, wait_until
+from tests.integration.conftest import ROOT, Objects, OperatorProcess, successful, wait_until
 from tests.integration.faults import Bed, Relay, descendants, local_bed, running
 
 pytestmark = pytest.mark.integration
@@ -85,7 +85,7 @@ def is_converged(obj: dict[str, Any] | None, replicas: int) -> bool:
     """The Foo's latest generation reconciled: Successful, and its Deployment's replicas all available."""
     meta, status = (obj or {}).get("metadata") or {}, (obj or {}).get("status") or {}
     return (
-        (condition(obj, "Successful") or {}).get("status") == "True"
+        successful(obj)
         and status.get("availableReplicas") == replicas
         and status.get("observedGeneration") == meta.get("generation")
     )
@@ -130,7 +130,7 @@ def test_a_change_made_right_after_every_connection_went_silent_is_reconciled_wi
     through, kubeconfig = relay
     op = operator(foo_watches(tmp_path), env={"KUBECONFIG": str(kubeconfig)})
     objects.create(G, V, P, foo("quiet", 1))
-    wait_until(lambda: (condition(objects.get(G, V, P, "quiet"), "Successful") or {}).get("status") == "True", 90, "ok")
+    objects.wait_successful(G, V, P, "quiet", 90)
 
     silenced = through.silence()
     assert silenced > 0

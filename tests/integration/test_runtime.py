@@ -28,20 +28,10 @@ def demo(name: str, **spec: object) -> dict[str, object]:
     }
 
 
-def successful(objects: Objects, name: str, generation: int | None = None) -> dict | None:
-    obj = objects.get(G, V, P, name)
-    cond = condition(obj, "Successful")
-    if not cond or cond.get("status") != "True":
-        return None
-    if generation is not None and (obj or {}).get("status", {}).get("observedGeneration") != generation:
-        return None
-    return obj
-
-
 def test_create_reconciles_to_successful_with_observed_generation(operator, objects: Objects) -> None:
     operator(WATCHES)
     created = objects.create(G, V, P, demo("one"))
-    obj = wait_until(lambda: successful(objects, "one"), 60, "Successful=True")
+    obj = objects.wait_successful(G, V, P, "one", 60)
     status = obj["status"]
     assert status["observedGeneration"] == created["metadata"]["generation"]
     assert status["echoed"] == "hi"
@@ -74,7 +64,7 @@ def test_failing_role_reports_failure_and_recovers(operator, objects: Objects) -
     assert "demo failure requested for broken" in op.log()  # the failed task's output is logged
 
     objects.patch(G, V, P, "broken", {"spec": {"fail": False}})
-    obj = wait_until(lambda: successful(objects, "broken", generation=2), 90, "recovery")
+    obj = objects.wait_successful(G, V, P, "broken", 90, generation=2)
     assert condition(obj, "Failure")["status"] == "False"
     wait_until(lambda: [e for e in objects.events("broken") if e.reason == "Recovered"], 30, "a Recovered event")
 
@@ -83,7 +73,7 @@ def test_jinja_in_spec_is_data_not_code(operator, objects: Objects, tmp_path: Pa
     operator(WATCHES)
     payload = "{{ lookup('pipe', 'id') }}"
     objects.create(G, V, P, demo("inject", message=payload, childName="inject-child"))
-    obj = wait_until(lambda: successful(objects, "inject"), 60, "Successful=True")
+    obj = objects.wait_successful(G, V, P, "inject", 60)
     assert obj["status"]["echoed"] == payload
     child = objects.core.read_namespaced_config_map("inject-child", objects.namespace)
     assert child.data["message"] == payload
@@ -93,7 +83,7 @@ def test_jinja_in_spec_is_data_not_code(operator, objects: Objects, tmp_path: Pa
 def test_finalizer_runs_on_delete_and_the_object_goes(operator, objects: Objects) -> None:
     operator(WATCHES)
     objects.create(G, V, P, demo("doomed"))
-    wait_until(lambda: successful(objects, "doomed"), 60, "Successful=True")
+    objects.wait_successful(G, V, P, "doomed", 60)
     objects.delete(G, V, P, "doomed")
     wait_until(lambda: objects.get(G, V, P, "doomed") is None, 60, "the Demo to disappear")
     marker = objects.core.read_namespaced_config_map(f"{objects.namespace}-doomed-finalized", "default")
@@ -113,9 +103,9 @@ def test_twenty_at_once_all_converge_without_overlapping_runs(operator, objects:
     for name in names[:5]:
         objects.patch(G, V, P, name, {"spec": {"message": "changed"}})
     for name in names:
-        wait_until(lambda n=name: successful(objects, n), 180, f"{name} Successful")
+        objects.wait_successful(G, V, P, name, 180)
     for name in names[:5]:
-        obj = wait_until(lambda n=name: successful(objects, n, generation=2), 60, f"{name} at gen 2")
+        obj = objects.wait_successful(G, V, P, name, 60, generation=2)
         assert obj["status"]["echoed"] == "changed"
     # An overlapping run would have failed on the per-object lock.
     assert "Fail if another run of this object is in progress" not in op.log()
@@ -130,7 +120,7 @@ def test_sigterm_lets_the_running_reconcile_finish(operator, objects: Objects) -
     objects.create(G, V, P, demo("slow", sleepSeconds=4))
     wait_until(lambda: condition(objects.get(G, V, P, "slow"), "Running"), 30, "the run to start")
     assert op.terminate(60) == 0
-    assert successful(objects, "slow"), "the run in progress at SIGTERM completed and reported"
+    assert objects.successful(G, V, P, "slow"), "the run in progress at SIGTERM completed and reported"
     assert "stopped" in op.log()
 
 

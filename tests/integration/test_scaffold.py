@@ -103,11 +103,6 @@ def memcached(group: str, name: str, namespace: str, size: Any) -> dict[str, Any
     }
 
 
-def successful(objects: Objects, group: str, name: str) -> dict[str, Any] | None:
-    obj = objects.get(group, VERSION, PLURAL, name)
-    return obj if (condition(obj, "Successful") or {}).get("status") == "True" else None
-
-
 def test_scaffold_generate_reconcile_and_run(
     project: tuple[Path, str],
     api: client.ApiClient,
@@ -144,7 +139,7 @@ def test_scaffold_generate_reconcile_and_run(
     once = cli("reconcile", str(once_file), *art, cwd=root)
     assert once.returncode == 0, once.stdout + once.stderr
     assert "Write status.message" in once.stdout and "\nstatus:\n" in once.stdout
-    obj = successful(objects, group, "once")
+    obj = objects.successful(group, VERSION, PLURAL, "once")
     assert obj is not None and obj["status"]["message"] == "Reconciled by the memcached role, size 2"
 
     once_file.write_text(yaml.safe_dump(memcached(group, "once", ns, "two")))
@@ -152,7 +147,7 @@ def test_scaffold_generate_reconcile_and_run(
     assert bad.returncode == 2 and "spec.size" in bad.stderr, bad.stdout + bad.stderr
 
     operator(root / "watches.yaml")
-    obj = wait_until(lambda: successful(objects, group, "by-run"), 90, "by-run Successful under run")
+    obj = objects.wait_successful(group, VERSION, PLURAL, "by-run", 90)
     assert obj["status"]["message"] == "Reconciled by the memcached role, size 3"
 
 

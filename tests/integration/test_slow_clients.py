@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import Objects, condition, wait_until
+from tests.integration.conftest import Objects, successful, wait_until
 from tests.trickling import Tricklers
 
 pytestmark = pytest.mark.integration
@@ -51,8 +51,7 @@ def test_a_foo_converges_while_64_connections_trickle_into_the_proxy(
 
         def converged() -> bool:
             obj = objects.get(G, V, P, "held")
-            ok = (condition(obj, "Successful") or {}).get("status") == "True"
-            return ok and ((obj or {}).get("status") or {}).get("availableReplicas") == 1
+            return successful(obj) and ((obj or {}).get("status") or {}).get("availableReplicas") == 1
 
         wait_until(converged, 120, "the Foo converged while the proxy is trickled into")
         took = time.monotonic() - started

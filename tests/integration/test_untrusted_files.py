@@ -26,7 +26,7 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from tests.integration.conftest import Objects, condition, wait_until
+from tests.integration.conftest import Objects, wait_until
 from tests.integration.test_foo import G, P, V, foo
 
 pytestmark = pytest.mark.integration
@@ -64,11 +64,7 @@ def test_a_discovery_cache_planted_in_the_shared_temp_dir_is_never_read(
 
     objects.create(G, V, P, foo("planted", "planted"))
 
-    def succeeded() -> bool:
-        obj = objects.get(G, V, P, "planted")
-        return (condition(obj, "Successful") or {}).get("status") == "True"
-
-    wait_until(succeeded, 90, "the Foo reconciled")
+    objects.wait_successful(G, V, P, "planted", 90)
     assert objects.apps.read_namespaced_deployment("planted", objects.namespace).spec.replicas == 1
     for name in names:
         assert (shared / name).read_text() == planted, f"a module used {name}"

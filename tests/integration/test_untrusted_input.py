@@ -44,15 +44,6 @@ def failure(objects: Objects, name: str, reason: str, timeout: float = 60) -> di
     return dict(wait_until(failed, timeout, f"{name} Failure/{reason}"))
 
 
-def successful(objects: Objects, name: str, timeout: float = 90) -> dict[str, Any]:
-    def done() -> dict[str, Any] | None:
-        obj = objects.get(GROUP, VERSION, PLURAL, name)
-        cond = condition(obj, "Successful")
-        return obj if cond and cond.get("status") == "True" else None
-
-    return dict(wait_until(done, timeout, f"{name} Successful"))
-
-
 def settled(objects: Objects, name: str) -> bool:
     """The object got a verdict: it succeeded or failed (whichever, the test asserts which)."""
     obj = objects.get(GROUP, VERSION, PLURAL, name)
@@ -99,7 +90,7 @@ def test_spec_keys_that_steer_ansible_fail_the_object_and_never_run(
     objects.create(GROUP, VERSION, PLURAL, open_obj("evil", spec))
     objects.create(GROUP, VERSION, PLURAL, open_obj("good", {"message": "{{ lookup('pipe', 'id') }}"}))
 
-    good = successful(objects, "good")
+    good = objects.wait_successful(GROUP, VERSION, PLURAL, "good")
     wait_until(lambda: settled(objects, "evil"), 60, "evil handled")
     assert not marker.exists()
     cond = failure(objects, "evil", "InvalidSpec")
@@ -121,7 +112,7 @@ def test_spec_keys_that_steer_ansible_fail_the_object_and_never_run(
     # The author fixes the spec: a new generation, and this time it runs.
     patch = {"spec": {k: None for k in bad_keys}}
     objects.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "evil", patch)
-    fixed = successful(objects, "evil")
+    fixed = objects.wait_successful(GROUP, VERSION, PLURAL, "evil")
     assert fixed["status"]["greeting"] == "hello from the role"
     assert not marker.exists()
 
@@ -148,7 +139,7 @@ def test_a_reserved_key_deep_in_the_spec_fails_the_object_naming_its_path(
     objects.create(GROUP, VERSION, PLURAL, open_obj("evil", spec))
     objects.create(GROUP, VERSION, PLURAL, open_obj("good", {"message": "fine"}))
 
-    assert successful(objects, "good")["status"]["message"] == "fine"
+    assert objects.wait_successful(GROUP, VERSION, PLURAL, "good")["status"]["message"] == "fine"
     cond = failure(objects, "evil", "InvalidSpec")
     assert path in cond["message"]
     assert path in warning_event(objects, "evil", "InvalidSpec").message
@@ -162,7 +153,7 @@ def test_a_reserved_key_in_the_status_fails_the_object_and_runs_nothing(
     """Whoever may write the status plants the key and a payload there: the next change is refused."""
     marker = tmp_path / "pwned"
     objects.create(GROUP, VERSION, PLURAL, open_obj("target", {"message": "one"}))
-    successful(objects, "target")
+    objects.wait_successful(GROUP, VERSION, PLURAL, "target")
     runs = len(runs_of(hostile, namespace, "target"))
     status = {"status": {"note": f"{{{{ lookup('pipe', 'id > {marker}') }}}}", "x": [{"__ansible_unsafe": 1}]}}
     objects.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, "target", status)
@@ -205,7 +196,7 @@ def test_a_deep_object_fails_itself_and_the_kind_keeps_reconciling(
         60,
         "the deep object refused",
     )
-    assert successful(objects, "after")["status"]["message"] == "still here"
+    assert objects.wait_successful(GROUP, VERSION, PLURAL, "after")["status"]["message"] == "still here"
     assert runs_of(hostile, namespace, "deep") == []
     assert "Traceback" not in hostile.log()
     assert hostile.ready()
@@ -215,13 +206,13 @@ def test_a_deep_status_written_by_anyone_who_may_patch_it_stops_nothing(
     hostile: OperatorProcess, objects: Objects, namespace: str, kubeconfig: str
 ) -> None:
     objects.create(GROUP, VERSION, PLURAL, open_obj("target", {"message": "one"}))
-    successful(objects, "target")
+    objects.wait_successful(GROUP, VERSION, PLURAL, "target")
     kube = Kube.connect(kubeconfig)
     path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/target/status"
     _raw(kube, "PATCH", path, '{"status":{"junk":' + _deep(3_000) + "}}", "application/merge-patch+json")
 
     objects.create(GROUP, VERSION, PLURAL, open_obj("later", {"message": "two"}))
-    assert successful(objects, "later")["status"]["message"] == "two"
+    assert objects.wait_successful(GROUP, VERSION, PLURAL, "later")["status"]["message"] == "two"
     # Its next change makes it run again: refused, on the object, because of what its status holds.
     resource = kube.resource(GVK(GROUP, VERSION, "Open"))
     kube.merge_patch(resource, namespace, "target", {"spec": {"n": 1}})  # the test's client cannot decode it
@@ -239,8 +230,8 @@ def test_large_and_strange_objects_run_or_fail_visibly(hostile: OperatorProcess,
     objects.create(GROUP, VERSION, PLURAL, open_obj("large", {"message": "big", "blob": "x" * 1_400_000}))
     objects.create(GROUP, VERSION, PLURAL, open_obj("odd-keys", {"emoji\U0001f600": 1, "nul\x00key": 2, "ok": 3}))
 
-    assert successful(objects, "strange")["status"]["message"] == strange
-    assert successful(objects, "large", timeout=120)["status"]["message"] == "big"
+    assert objects.wait_successful(GROUP, VERSION, PLURAL, "strange")["status"]["message"] == strange
+    assert objects.wait_successful(GROUP, VERSION, PLURAL, "large", 120)["status"]["message"] == "big"
     cond = failure(objects, "odd-keys", "InvalidSpec")
     assert repr("emoji\U0001f600") in cond["message"] and repr("nul\x00key") in cond["message"]
     assert "'ok'" not in cond["message"]
@@ -262,7 +253,7 @@ def test_annotations_out_of_bounds_fail_the_object_without_a_run(
 
     # Fixing the annotation alone (no new generation) is a change worth a run.
     objects.patch(GROUP, VERSION, PLURAL, "knob", {"metadata": {"annotations": {annotation: "1"}}})
-    successful(objects, "knob")
+    objects.wait_successful(GROUP, VERSION, PLURAL, "knob")
     assert len(runs_of(hostile, namespace, "knob")) >= 1
 
 

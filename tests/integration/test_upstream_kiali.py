@@ -30,7 +30,7 @@ from ansible.release import __version__ as ANSIBLE_VERSION
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.integration.conftest import ROOT, Objects, OperatorProcess, condition, wait_until
+from tests.integration.conftest import ROOT, Objects, OperatorProcess, condition, successful, wait_until
 
 CHECKOUT = os.environ.get("KIALI_OPERATOR_DIR", "")
 pytestmark = [
@@ -119,7 +119,7 @@ def test_first_reconcile_as_shipped(start_kiali: Callable[..., OperatorProcess],
     kiali_cr(objects)
     obj = settled(objects, op)
     if not NATIVE_TYPES:
-        assert (condition(obj, "Successful") or {}).get("status") == "True", condition(obj, "Failure")
+        assert successful(obj), condition(obj, "Failure")
         return
     failure = condition(obj, "Failure") or {}
     assert failure.get("status") == "True"
@@ -134,7 +134,7 @@ def test_converges_with_owners_as_upstream_and_cleans_up(
     op = start_kiali(**({"ANSIBLE_ALLOW_BROKEN_CONDITIONALS": "true"} if NATIVE_TYPES else {}))
     kiali_cr(objects)
     obj = settled(objects, op)
-    assert (condition(obj, "Successful") or {}).get("status") == "True", condition(obj, "Failure")
+    assert successful(obj), condition(obj, "Failure")
     ns = objects.namespace
     assert objects.apps.read_namespaced_deployment("kiali", ns).spec.template.spec.service_account_name
     for kind in ("service", "config_map", "service_account"):

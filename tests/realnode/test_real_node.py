@@ -16,12 +16,14 @@ from typing import Any
 
 import pytest
 
-from tests.realnode.conftest import ROOT, Kubectl, get_json, wait_for
+from tests.helpers import wait_until
+from tests.realnode.conftest import ROOT, Kubectl, get_json
 
 pytestmark = pytest.mark.realnode
 
 SYSTEM = "hybrid-operator-system"
 TENANT = "hybrid-operator-tenant"
+FOOS = "foos.samplecontroller.k8s.io"  # named with the group: another project's Foo may be installed too
 IMAGE = "docker.io/library/hybrid-operator:latest"  # deploy/manager's hybrid-operator:latest, as the kubelet names it
 
 
@@ -44,7 +46,7 @@ def operator(kubectl: Kubectl, real_node: dict[str, Any]) -> Iterator[dict[str, 
                         return dict(pod)
             return None
 
-        pod: dict[str, Any] = wait_for(rolled_out, 180, "the operator's pod to be Ready")
+        pod: dict[str, Any] = wait_until(rolled_out, 180, "the operator's pod to be Ready")
         kubectl("-n", SYSTEM, "rollout", "status", "deployment/hybrid-operator", "--timeout=60s", timeout=90)
         yield pod
     finally:
@@ -52,7 +54,7 @@ def operator(kubectl: Kubectl, real_node: dict[str, Any]) -> Iterator[dict[str, 
         # namespace for 30 s, and a grace period once started (the garbage collector's, when the Foo goes)
         # is not shortened by a later delete. So the Foo and its Deployment go without their dependents,
         # then the pods with a grace of 1 s, then the rest of deploy/.
-        kubectl("-n", TENANT, "delete", "foo", "--all", "--cascade=orphan", check=False)
+        kubectl("-n", TENANT, "delete", FOOS, "--all", "--cascade=orphan", check=False)
         kubectl("-n", TENANT, "delete", "deployment,replicaset", "--all", "--cascade=orphan", check=False)
         kubectl("-n", TENANT, "delete", "service,pod", "--all", "--grace-period=1", check=False)
         kubectl("delete", "-k", str(ROOT / "deploy"), "--ignore-not-found", "--timeout=120s", timeout=150)
@@ -62,14 +64,14 @@ def operator(kubectl: Kubectl, real_node: dict[str, Any]) -> Iterator[dict[str, 
 def foo_pod(kubectl: Kubectl, operator: dict[str, Any]) -> dict[str, Any]:
     """deploy/samples/foo.yaml converged Successful; the Running pod of its Deployment."""
     kubectl("-n", TENANT, "apply", "-f", str(ROOT / "deploy" / "samples" / "foo.yaml"))
-    kubectl("-n", TENANT, "wait", "--for=condition=Successful", "foo/example-foo", "--timeout=120s", timeout=150)
+    kubectl("-n", TENANT, "wait", "--for=condition=Successful", f"{FOOS}/example-foo", "--timeout=120s", timeout=150)
     kubectl("-n", TENANT, "rollout", "status", "deployment/example-foo", "--timeout=120s", timeout=150)
 
     def available() -> bool:
-        foo = get_json(kubectl, "-n", TENANT, "foo/example-foo")
+        foo = get_json(kubectl, "-n", TENANT, f"{FOOS}/example-foo")
         return bool(foo.get("status", {}).get("availableReplicas") == 1)
 
-    wait_for(available, 60, "the Foo to report availableReplicas 1")
+    wait_until(available, 60, "the Foo to report availableReplicas 1")
     pods = get_json(kubectl, "-n", TENANT, "pods", "-l", "app=example-foo")["items"]
     running = [p for p in pods if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
     assert len(running) == 1, [p["status"].get("phase") for p in pods]
@@ -108,7 +110,7 @@ def test_foo_sample_converges_and_its_nginx_answers_through_a_service(
 
     kubectl("-n", TENANT, "expose", "deployment/example-foo", "--name=example-foo", "--port=8080", "--target-port=80")
     ip = get_json(kubectl, "-n", TENANT, "service/example-foo")["spec"]["clusterIP"]
-    wait_for(
+    wait_until(
         lambda: get_json(kubectl, "-n", TENANT, "endpointslices", "-l", "kubernetes.io/service-name=example-foo")[
             "items"
         ][0].get("endpoints"),
@@ -125,7 +127,7 @@ def test_foo_sample_converges_and_its_nginx_answers_through_a_service(
         phase: str = get_json(kubectl, "-n", TENANT, "pod/client")["status"].get("phase", "")
         return phase if phase in ("Succeeded", "Failed") else ""
 
-    phase = wait_for(finished, 60, "the client pod to finish")
+    phase = wait_until(finished, 60, "the client pod to finish")
     out = kubectl("-n", TENANT, "logs", "pod/client").stdout
     assert phase == "Succeeded", out
     assert out.strip() == "<h1>fake nginx</h1>"
@@ -145,5 +147,5 @@ def test_logs_and_exec_reach_the_pod(kubectl: Kubectl, foo_pod: dict[str, Any]) 
         logs: str = kubectl("-n", TENANT, "logs", pod).stdout
         return logs if "127.0.0.1" in logs else ""
 
-    logs = wait_for(logged, 30, "the request in the pod's log")
+    logs = wait_until(logged, 30, "the request in the pod's log")
     assert re.search(r"127\.0\.0\.1\]?:\d+: response:200", logs), logs

@@ -41,12 +41,14 @@ from typing import Any
 
 import pytest
 
-from tests.realnode.conftest import ROOT, Kubectl, _kubectl_binary, get_json, wait_for
+from tests.helpers import successful, wait_until
+from tests.realnode.conftest import ROOT, Kubectl, _kubectl_binary, get_json
 
 pytestmark = pytest.mark.realnode
 
 SYSTEM = "hybrid-operator-system"
 TENANT = "hybrid-operator-tenant"
+FOOS = "foos.samplecontroller.k8s.io"  # named with the group: another project's Foo may be installed too
 MANAGER = "app.kubernetes.io/name=hybrid-operator,app.kubernetes.io/component=manager"
 LEASE_DURATION = 15.0  # the leader Lease's (kube/leases.py: upstream's timing)
 FOO_API = "samplecontroller.k8s.io/v1alpha1"
@@ -81,16 +83,11 @@ def create_foos(kubectl: Kubectl, names: list[str]) -> None:
     kubectl("-n", TENANT, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 
 
-def successful(foo: dict[str, Any]) -> bool:
-    conditions = foo.get("status", {}).get("conditions", [])
-    return any(c["type"] == "Successful" and c["status"] == "True" for c in conditions)
-
-
 def wait_converged(kubectl: Kubectl, names: list[str], timeout: float) -> dict[str, dict[str, Any]]:
     """Every Foo of ``names`` Successful, for its current generation; the Foos by name."""
 
     def done() -> dict[str, dict[str, Any]] | None:
-        foos = {f["metadata"]["name"]: f for f in get_json(kubectl, "-n", TENANT, "foos")["items"]}
+        foos = {f["metadata"]["name"]: f for f in get_json(kubectl, "-n", TENANT, FOOS)["items"]}
         ok = all(
             n in foos
             and successful(foos[n])
@@ -100,7 +97,7 @@ def wait_converged(kubectl: Kubectl, names: list[str], timeout: float) -> dict[s
         )
         return foos if ok else None
 
-    result: dict[str, dict[str, Any]] = wait_for(done, timeout, f"Foos {names} Successful", interval=1)
+    result: dict[str, dict[str, Any]] = wait_until(done, timeout, f"Foos {names} Successful", interval=1)
     return result
 
 
@@ -117,7 +114,7 @@ def assert_one_deployment_each(kubectl: Kubectl, foos: dict[str, dict[str, Any]]
 
 def delete_foos(kubectl: Kubectl) -> None:
     """The Foos, their Deployments and pods, fast: see test_real_node.py's operator fixture for why."""
-    kubectl("-n", TENANT, "delete", "foo", "--all", "--cascade=orphan", check=False)
+    kubectl("-n", TENANT, "delete", FOOS, "--all", "--cascade=orphan", check=False)
     kubectl("-n", TENANT, "delete", "deployment,replicaset", "--all", "--cascade=orphan", check=False)
     kubectl("-n", TENANT, "delete", "pod", "--all", "--grace-period=1", "--wait=false", check=False)
 
@@ -134,7 +131,7 @@ def deployed(kubectl: Kubectl, real_node: dict[str, Any]) -> Iterator[None]:
     """deploy/ applied and rolled out; afterwards everything of deploy/ and of the sharded overlay deleted."""
     kubectl("apply", "-k", str(ROOT / "deploy"))
     try:
-        wait_for(lambda: ready_pods(kubectl, 1), 180, "the operator's pod Ready")
+        wait_until(lambda: ready_pods(kubectl, 1), 180, "the operator's pod Ready")
         yield
     finally:
         delete_foos(kubectl)
@@ -200,7 +197,7 @@ def test_metrics_service_answers_401_403_then_200_to_a_pod(kubectl: Kubectl, dep
         f"--serviceaccount={TENANT}:scraper",
     )  # fmt: skip
     # The operator remembers a review's answer for 10 s: the 403 may stand that long.
-    code, body = wait_for(lambda: (got := scrape(with_token=True))[0] == 200 and got, 40, "a 200 once bound", 2)
+    code, body = wait_until(lambda: (got := scrape(with_token=True))[0] == 200 and got, 40, "a 200 once bound", 2)
     assert code == 200
     assert re.search(r"^hybrid_operator_\w+", body, re.MULTILINE), body[:2000]
 
@@ -212,8 +209,8 @@ def test_the_standby_takes_over_within_the_lease_when_the_leader_pod_is_deleted(
     kubectl: Kubectl, deployed: None
 ) -> None:
     kubectl("-n", SYSTEM, "scale", "deployment/hybrid-operator", "--replicas=2")
-    pods = wait_for(lambda: ready_pods(kubectl, 2), 120, "two Ready replicas (leader and standby)")
-    leader = wait_for(lambda: (p := leader_pod(kubectl)) in pods and p, 30, "a leader among the pods")
+    pods = wait_until(lambda: ready_pods(kubectl, 2), 120, "two Ready replicas (leader and standby)")
+    leader = wait_until(lambda: (p := leader_pod(kubectl)) in pods and p, 30, "a leader among the pods")
 
     kubectl("-n", SYSTEM, "delete", "pod", leader, "--wait=false")
     deleted = time.monotonic()
@@ -243,7 +240,7 @@ def test_the_standby_takes_over_within_the_lease_when_the_leader_pod_is_deleted(
     log = kubectl("-n", SYSTEM, "logs", f"pod/{standby}").stdout
     for name in names:
         assert re.search(rf" reconciled .*\bname={name}\b", log), f"{standby} did not run {name}:\n{log[-3000:]}"
-    wait_for(lambda: ready_pods(kubectl, 2), 120, "the Deployment back to two Ready replicas")
+    wait_until(lambda: ready_pods(kubectl, 2), 120, "the Deployment back to two Ready replicas")
 
 
 # ------------------------------------------------------------------------------------------------ rolling upgrade
@@ -258,7 +255,7 @@ def test_a_rolling_upgrade_while_foos_are_created_loses_and_duplicates_none(kube
         [str(ROOT / "hack" / "local-cluster.sh"), "load", str(archive), "hybrid-operator:v2"],
         check=True, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    old = set(wait_for(lambda: ready_pods(kubectl, 2), 120, "two Ready replicas"))
+    old = set(wait_until(lambda: ready_pods(kubectl, 2), 120, "two Ready replicas"))
 
     names = [f"upgrade-{i}" for i in range(8)]
     creating_done = threading.Event()
@@ -279,7 +276,7 @@ def test_a_rolling_upgrade_while_foos_are_created_loses_and_duplicates_none(kube
         kubectl("-n", SYSTEM, "rollout", "status", "deployment/hybrid-operator", "--timeout=180s", timeout=200)
     finally:
         creator.join()
-    new = wait_for(lambda: ready_pods(kubectl, 2, "hybrid-operator:v2"), 120, "two Ready replicas of :v2")
+    new = wait_until(lambda: ready_pods(kubectl, 2, "hybrid-operator:v2"), 120, "two Ready replicas of :v2")
     assert not old & set(new), (old, new)
     foos = wait_converged(kubectl, names, 180)
     took = time.monotonic() - started
@@ -363,11 +360,13 @@ def test_sharded_overlay_splits_the_foos_hands_a_deleted_pods_over_and_never_run
     delete_foos(kubectl)
     # From no replica: a leader-elect pod and sharding pods side by side (a rollout's middle) are not a ring.
     kubectl("-n", SYSTEM, "scale", "deployment/hybrid-operator", "--replicas=0")
-    wait_for(lambda: not get_json(kubectl, "-n", SYSTEM, "pods", "-l", MANAGER)["items"], 90, "no manager pod")
+    wait_until(lambda: not get_json(kubectl, "-n", SYSTEM, "pods", "-l", MANAGER)["items"], 90, "no manager pod")
     kubectl("apply", "-k", str(ROOT / "deploy" / "overlays" / "sharded"))
-    pods = wait_for(lambda: ready_pods(kubectl, 3), 180, "three Ready sharded replicas")
+    pods = wait_until(lambda: ready_pods(kubectl, 3), 180, "three Ready sharded replicas")
     ring = "hybrid-operator.dev/ring=hybrid-operator"
-    wait_for(lambda: len(get_json(kubectl, "-n", SYSTEM, "leases", "-l", ring)["items"]) == 3, 30, "three ring Leases")
+    wait_until(
+        lambda: len(get_json(kubectl, "-n", SYSTEM, "leases", "-l", ring)["items"]) == 3, 30, "three ring Leases"
+    )
     followers = {p: LogFollower(kubeconfig, p, tmp_path / f"{p}.log") for p in pods}
     try:
         names = [f"shard-{i:02d}" for i in range(9)]
@@ -388,11 +387,11 @@ def test_sharded_overlay_splits_the_foos_hands_a_deleted_pods_over_and_never_run
         kubectl("-n", SYSTEM, "delete", "pod", victim, "--wait=false")
         deleted = time.time()
         for name in orphans:
-            kubectl("-n", TENANT, "patch", "foo", name, "--type=merge", "-p", '{"spec":{"replicas":2}}')
+            kubectl("-n", TENANT, "patch", FOOS, name, "--type=merge", "-p", '{"spec":{"replicas":2}}')
         foos = wait_converged(kubectl, orphans, 120)
         took = time.time() - deleted
         followers[victim].proc.wait(60)  # its log is complete once its container has exited
-        survivors = wait_for(lambda: ready_pods(kubectl, 3), 120, "three Ready replicas again")
+        survivors = wait_until(lambda: ready_pods(kubectl, 3), 120, "three Ready replicas again")
         for pod in set(survivors) - set(followers):
             followers[pod] = LogFollower(kubeconfig, pod, tmp_path / f"{pod}.log")
         time.sleep(2)  # the replacement's log read to its end

@@ -1,6 +1,6 @@
 """Layering, read with ast: which package may import which, and who may import the libraries we wrap.
 
-The rules, lowest floor first (README "How it works" shows the same picture):
+The rules, lowest floor first (docs/internals/architecture.md shows the same picture):
 
     base      errors, logs, metrics, eventlog, httpbounds    imports nothing of ours but base
     kube/     the only package that talks to the API server  base

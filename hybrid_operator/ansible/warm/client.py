@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hybrid_operator.ansible.privatedirs import ensure_private_dir
+from hybrid_operator.ansible.runsite import sitecustomize
 from hybrid_operator.ansible.warm import inline, protocol
 from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, terminate
 
@@ -78,7 +79,8 @@ class ZygoteClient:
         with (self.home / "zygote.log").open("ab") as log_file:
             self.proc = subprocess.Popen(
                 [sys.executable, "-P", *self.server, "--fd", str(theirs.fileno()), *flags],
-                env=self.env,
+                # Not bounded itself: each run it forks is, from the run's own environment (forking.enter).
+                env={k: v for k, v in self.env.items() if k != sitecustomize.MEMORY_ENV},
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 from hybrid_operator.ansible import compat, forking
 from hybrid_operator.ansible.privatedirs import new_temp_dir
+from hybrid_operator.ansible.runsite import sitecustomize
 from hybrid_operator.ansible.warm import (
     copies,
     inline,
@@ -367,6 +368,7 @@ def main(argv: list[str] | None = None, server: type[ZygoteServer] = ZygoteServe
     parser.add_argument("--modules-in-worker", action="store_true", help="run modules in Ansible's workers")
     parser.add_argument("--inline-tasks", action="store_true", help="run local tasks without a worker fork")
     args = parser.parse_args(argv)
+    sitecustomize.unbound_memory()  # the runs are bounded, each from its own size (forking.enter)
     sock = socket.socket(fileno=args.fd)
     zygote = server(sock, modules_in_worker=args.modules_in_worker, inline_tasks=args.inline_tasks)
     try:

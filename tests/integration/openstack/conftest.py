@@ -2,7 +2,7 @@
 
 ``openstack_cloud`` (session) is the user's own cloud when ``OS_CLOUD`` or ``OS_CLIENT_CONFIG_FILE`` is set,
 otherwise the project's local cloud, brought up with ``hack/local-cloud.sh up`` (installed on first use,
-then cached; see docs/local-cloud.md). A local cloud this fixture started is stopped at the end of the
+then cached; see docs/getting-started/local-cloud.md). A local cloud this fixture started is stopped at the end of the
 session unless ``LOCAL_CLOUD_KEEP=1``; one that was already running is left alone.
 
 Tests get a plain project user (cloud ``local`` of the local cloud), as the operator should run; the

@@ -6,7 +6,8 @@ Each test creates a VirtualMachine while the fault is on and asserts what a pers
 condition and a Warning Event whose words say what went wrong, and no credential (the password, a token)
 in the status, the Events or the operator's log. Then the fault clears: the VirtualMachine converges with
 exactly one server, and its deletion leaves no server in the cloud (checked straight against the cloud,
-not through the proxy). The figures the README's Reliability table quotes are printed (run with ``-s``).
+not through the proxy). The figures the Reliability page's table quotes (docs/operating/reliability.md) are
+printed (run with ``-s``).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def test_a_cloud_fault_fails_with_its_reason_then_converges_and_leaks_no_server(
     cleared = time.monotonic()
     server_id = active(objects, "faulty")["server"]["id"]
     recovered = time.monotonic() - cleared
-    assert (condition(objects.get(G, V, P, "faulty"), "Successful") or {}).get("status") == "True"
+    assert objects.successful(G, V, P, "faulty")
     assert [s.id for s in servers_of(cloud, namespace)] == [server_id]  # exactly one, the one reported
 
     shown = json.dumps(objects.get(G, V, P, "faulty"))

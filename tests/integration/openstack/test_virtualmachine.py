@@ -72,7 +72,7 @@ def test_lifecycle_create_stop_start_resize_delete(
     assert st["server"]["usage"] == {"cpu": server.flavor["vcpus"], "memory": "512Mi"}
     assert st["lastUpdateTime"]
     assert FINALIZER in objects.get(G, V, P, "web")["metadata"]["finalizers"]
-    assert condition(objects.get(G, V, P, "web"), "Successful")["status"] == "True"
+    assert objects.successful(G, V, P, "web")
     assert "Created" in reasons(objects, "web")
 
     objects.patch(G, V, P, "web", {"spec": {"action": "shutoff"}})

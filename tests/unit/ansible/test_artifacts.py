@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -48,11 +49,30 @@ def names(paths: list[Path]) -> list[str]:
     return [p.name.rsplit("-", 1)[1] for p in paths if p.exists()]
 
 
-def test_dir_size_counts_file_bytes(tmp_path: Path) -> None:
+@pytest.fixture(autouse=True)
+def sizes_not_blocks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The budget's arithmetic in plain bytes (a file's size, a dir's nothing), unless a test is about
+    what the disk counts."""
+    if "blocks" not in request.node.name:
+        monkeypatch.setattr(artifacts, "disk_usage", lambda p: 0 if os.path.isdir(p) else os.lstat(p).st_size)
+
+
+def test_dir_size_adds_up_every_file(tmp_path: Path) -> None:
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "a" / "one").write_bytes(b"1" * 10)
     (tmp_path / "a" / "b" / "two").write_bytes(b"2" * 32)
     assert dir_size(tmp_path) == 42
+
+
+def test_dir_size_counts_blocks_as_du_does(tmp_path: Path) -> None:
+    """ansible-runner writes many small files: their sizes said 10.5 MB where the disk held 35.3 MB."""
+    run_dir = tmp_path / "run"
+    (run_dir / "job_events").mkdir(parents=True)
+    for i in range(50):
+        (run_dir / "job_events" / f"{i}.json").write_bytes(b"{}")
+    du = subprocess.run(["du", "-s", "--block-size=1", str(run_dir)], capture_output=True, text=True, check=True)
+    assert dir_size(run_dir) == int(du.stdout.split()[0])
+    assert dir_size(run_dir) >= 50 * 512  # a block each, not 2 bytes each
 
 
 def test_new_run_dir_is_private_and_per_object(tmp_path: Path, clock: _Clock) -> None:

@@ -134,6 +134,27 @@ def test_failed_task_is_reported() -> None:
     assert result.failure_message == "memcached : Create the Deployment: deployments.apps is forbidden"
 
 
+@pytest.mark.parametrize(
+    ("role", "shown"),
+    [
+        ("/opt/ansible/roles/memcached", "memcached"),  # watches.yaml's role, resolved to its path
+        ("/tmp/project/roles/memcached/", "memcached"),
+        ("memcached", "memcached"),
+        ("kiali.operator.deploy", "kiali.operator.deploy"),  # a collection's role keeps its full name
+        ("", ""),
+    ],
+)
+def test_a_failed_task_names_its_role_as_upstream_does(role: str, shown: str) -> None:
+    """Upstream runs ``ansible-runner --role NAME --roles-path DIR``: its tasks are ``NAME : task``, never the
+    role's absolute path (which is how Ansible names a role the play gave by its path, as our wrapper does)."""
+    result = collect(failed({"msg": "boom"}, role=role), stats(failures={"localhost": 1}))
+    expected = f"{shown} : Create the Deployment" if shown else "Create the Deployment"
+    assert [task.task for task in result.failed_tasks] == [expected]
+    assert result.failure_message == f"{expected}: boom"
+    tolerated = collect(failed({"msg": "boom"}, role=role, ignore_errors=True), stats(ok={"localhost": 1}))
+    assert [t.task for t in tolerated.tolerated] == [expected]
+
+
 def test_failed_task_with_ignore_errors_does_not_count() -> None:
     result = collect(
         failed({"msg": "ignored"}, ignore_errors=True), stats(ok={"localhost": 2}, ignored={"localhost": 1})

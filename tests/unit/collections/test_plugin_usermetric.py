@@ -85,14 +85,31 @@ def test_send_reports_the_receivers_answer() -> None:
     assert srv is not None
     try:
         url = receiving.url(srv)
-        assert usermetric.send(url, {"name": "m", "description": "d", "gauge": {"set": 2}}) == (200, "")
-        status, text = usermetric.send(url, {"name": "m", "description": "d", "counter": {}})
+        env = {usermetric.URL_ENV: url, usermetric.TOKEN_ENV: srv.token}  # as the operator tells its runs
+        assert usermetric.send(url, {"name": "m", "description": "d", "gauge": {"set": 2}}, environ=env) == (200, "")
+        status, text = usermetric.send(url, {"name": "m", "description": "d", "counter": {}}, environ=env)
         assert (status, text) == (400, "cannot change metric type of m, which is a gauge")
+        status, _ = usermetric.send(url, {"name": "m", "description": "d", "gauge": {"set": 3}}, environ={})
+        assert status == 401  # not one of the operator's runs
     finally:
         srv.shutdown()
         srv.server_close()
     status, text = usermetric.send(url, {"name": "m"}, timeout=2)
     assert status == 0 and text.startswith(f"cannot reach the metrics receiver at {url}")
+
+
+def test_the_secret_goes_to_the_operators_receiver_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[dict[str, str]] = []
+
+    def capture(request: Any, timeout: float) -> Any:
+        sent.append(dict(request.header_items()))
+        raise OSError("not sent")
+
+    monkeypatch.setattr(usermetric.urllib.request, "urlopen", capture)
+    env = {usermetric.URL_ENV: "http://127.0.0.1:5050/metrics", usermetric.TOKEN_ENV: "s3cret"}
+    usermetric.send("http://127.0.0.1:5050/metrics", {"name": "m"}, environ=env)
+    usermetric.send("http://elsewhere.example:5050/metrics", {"name": "m"}, environ=env)  # a task's address
+    assert [h.get("Authorization") for h in sent] == ["Bearer s3cret", None]
 
 
 # -- a real playbook -----------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from kubernetes import client as k8s_client
 from hybrid_operator.kube.client import Kube
 from hybrid_operator.kube.owners import Child, Owner
 from hybrid_operator.proxy import accepting
+from hybrid_operator.proxy.confining import Reach
 from hybrid_operator.proxy.server import ApiProxy
 
 OWNER = Owner("cache.example.com/v1alpha1", "Memcached", "m", "ns", "uid-1")
@@ -389,3 +390,50 @@ def test_a_kind_the_api_server_does_not_serve_is_left_to_it(
     assert create(proxy, "/apis/example.com/v1/namespaces/ns/things", thing) == 200
     assert json.loads(upstream.seen[-1][2]) == thing
     assert children == []
+
+
+# -- where a run may go (--run-namespaces) --------------------------------------------------------------
+
+
+def bearer(method: str, target: str, token: str) -> bytes:
+    return f"{method} {target} HTTP/1.1\r\nAuthorization: Bearer {token}\r\n\r\n".encode("latin-1")
+
+
+def confined_token(proxy: ApiProxy, *namespaces: str, run_id: str = "confined") -> str:
+    config = proxy.kubeconfig_for(OWNER, run_id, Reach(frozenset(namespaces)))
+    return str(json.loads(config)["users"][0]["user"]["token"])
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/api/v1/namespaces/other/configmaps/x",
+        "/api/v1/configmaps",  # every namespace's, at once
+        "/api/v1/namespaces/other",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/other/roles?watch=true",
+    ],
+)
+def test_a_confined_run_is_refused_outside_its_namespaces_with_a_status(
+    proxy: ApiProxy, upstream: Upstream, target: str
+) -> None:
+    answer = raw(proxy, bearer("GET", target, confined_token(proxy, "ns")))
+    assert status_of(answer) == 403
+    status = json.loads(answer.partition(b"\r\n\r\n")[2])
+    assert status["kind"] == "Status" and status["reason"] == "Forbidden" and "may reach ns" in status["message"]
+    assert upstream.seen == []  # nothing reached the API server
+
+
+def test_a_confined_run_reaches_its_namespace_and_cluster_scoped_kinds(proxy: ApiProxy, upstream: Upstream) -> None:
+    token = confined_token(proxy, "ns")
+    for target in ("/api/v1/namespaces/ns/configmaps/x", "/apis/rbac.authorization.k8s.io/v1/clusterroles"):
+        assert status_of(raw(proxy, bearer("GET", target, token))) == 200
+    assert [path for _, path, _ in upstream.seen] == [
+        "/api/v1/namespaces/ns/configmaps/x",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    ]
+
+
+def test_a_path_with_a_dot_segment_is_refused_for_every_run(proxy: ApiProxy, upstream: Upstream) -> None:
+    answer = raw(proxy, req(proxy, "GET", "/api/v1/namespaces/ns/configmaps/../../other/secrets/x"))
+    assert status_of(answer) == 400
+    assert upstream.seen == []

@@ -77,7 +77,7 @@ def test_a_get_of_a_cached_object_never_reaches_the_api_server(proxy: ApiProxy, 
     [
         f"{WEB}?resourceVersion=0&watch=1",
         f"{WEB}/status",
-        "/apis/apps/v1/namespaces/ns/deployments/a%2Fb",
+        "/apis/apps/v1/namespaces/ns/deployments/a~b",  # not a plain name: the API server's to answer
         "/apis/apps/v1/namespaces/other/deployments/web",  # a namespace no informer covers
         "/apis/apps/v1/namespaces/ns/statefulsets/web",
         "/apis/apps/v1/namespaces/ns/deployments?labelSelector=app%3Dweb",
@@ -89,6 +89,11 @@ def test_other_reads_reach_the_api_server(proxy: ApiProxy, upstream: Upstream, t
     status, _ = send(proxy, "r1", "GET", target)
     assert status == 200 and upstream.seen[-1][:2] == ("GET", target)
     assert reads("api") == before + (0 if "watch=" in target else 1)  # a watch is not a read
+
+
+def test_an_escaped_slash_reaches_neither_the_cache_nor_the_api_server(proxy: ApiProxy, upstream: Upstream) -> None:
+    status, _ = send(proxy, "r1", "GET", "/apis/apps/v1/namespaces/ns/deployments/a%2Fb")
+    assert status == 400 and upstream.seen == []
 
 
 @pytest.mark.parametrize(

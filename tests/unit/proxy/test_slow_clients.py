@@ -17,7 +17,8 @@ from kubernetes import client as k8s_client
 
 from hybrid_operator.kube.client import Kube
 from hybrid_operator.proxy.server import ApiProxy
-from tests.trickling import Tricklers, wait_for
+from tests.helpers import wait_until
+from tests.trickling import Tricklers
 from tests.unit.proxy.test_server import Upstream, raw, req, status_of, token
 
 
@@ -63,7 +64,7 @@ def test_a_trickling_head_is_closed_at_the_deadline(upstream: Upstream) -> None:
     proxy = start(upstream, head_deadline=1.0, socket_timeout=30.0)
     try:
         with Tricklers(port_of(proxy), 4, every=0.25, limit=10) as tricklers:  # a byte well within any timeout
-            assert wait_for(lambda: len(tricklers.lifetimes) >= 4, 5)
+            wait_until(lambda: len(tricklers.lifetimes) >= 4, 5)
         assert all(0.9 <= lasted < 2.5 for lasted in tricklers.lifetimes[:4]), tricklers.lifetimes
     finally:
         proxy.stop()
@@ -80,7 +81,7 @@ def test_one_run_cannot_take_every_slot(upstream: Upstream) -> None:
         for sock in held:  # a head with the run's token and a body that never comes: a slot held 5 s
             sock.sendall(head.encode())
         assert proxy._server is not None
-        assert wait_for(lambda: proxy._server is not None and proxy._server.counts()[1] == 2, 5)
+        wait_until(lambda: proxy._server is not None and proxy._server.counts()[1] == 2, 5)
         again = f"GET /api/v1/pods HTTP/1.1\r\nAuthorization: Bearer {mine}\r\n\r\n".encode()
         assert status_of(raw(proxy, again)) == 503  # half the slots is this run's share
         assert status_of(raw(proxy, req(proxy))) == 200  # another run still gets in

@@ -24,7 +24,7 @@ from hybrid_operator.kube import reviews
 from hybrid_operator.kube.client import Kube
 from hybrid_operator.proxy import streaming
 from hybrid_operator.proxy.server import ApiProxy
-from tests.trickling import wait_for
+from tests.helpers import wait_until
 from tests.unit.proxy.streamingapi import StreamingApi
 from tests.unit.proxy.test_server import OWNER, status_of
 
@@ -160,7 +160,7 @@ def test_small_frames_are_passed_on_at_once(proxy: ApiProxy) -> None:
     sock, answer, _ = upgrade(proxy)
     with sock:
         assert answer.startswith(b"HTTP/1.1 101 ")
-        assert wait_for(lambda: len(proxy.streams.sockets()) == 2, 3)
+        wait_until(lambda: len(proxy.streams.sockets()) == 2, 3)
         for relayed in proxy.streams.sockets():
             assert relayed.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Kubernetes' clients do
@@ -241,8 +241,6 @@ def test_a_refused_upgrade_comes_back_as_a_plain_answer(proxy: ApiProxy, api: St
         ("/api/v1/namespaces/ns/configmaps", WEBSOCKET),  # not an upgradable path
         ("/api/v1/namespaces/ns/pods/web-0/log", WEBSOCKET),
         ("/api/v1/namespaces/ns/pods/web-0/proxy/", WEBSOCKET),
-        ("/api/v1/namespaces/ns/pods/%2e%2e/exec", WEBSOCKET),  # a name the API server would read otherwise
-        ("/api/v1/namespaces/ns/pods/web-0/exec/../../x", WEBSOCKET),
         (EXEC, "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n"),
         (EXEC, "Upgrade: websocket\r\n"),  # not named in Connection
         (EXEC, "Connection: Upgrade\r\nUpgrade: websocket\r\nUpgrade: SPDY/3.1\r\n"),
@@ -260,6 +258,19 @@ def test_an_upgrade_the_proxy_does_not_relay_is_served_as_plain_http(
         assert json.loads(read_until_closed(sock, rest))["kind"] == "Status"
     assert api.heads[-1].get("Upgrade") == [] and api.heads[-1].get("Connection") == []
     assert api.reviews == []
+
+
+@pytest.mark.parametrize(
+    "target", ["/api/v1/namespaces/ns/pods/%2e%2e/exec", "/api/v1/namespaces/ns/pods/web-0/exec/../../x"]
+)
+def test_an_upgrade_of_a_path_the_api_server_would_read_otherwise_is_refused(
+    proxy: ApiProxy, api: StreamingApi, target: str
+) -> None:
+    """A dot segment or an escaped dot: the review would name one pod and the API server act on another."""
+    sock, answer, _ = upgrade(proxy, target)
+    with sock:
+        assert status_of(answer) == 400
+    assert api.heads == [] and api.reviews == []
 
 
 @pytest.mark.parametrize(

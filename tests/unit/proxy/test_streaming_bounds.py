@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from hybrid_operator.proxy import accepting, streaming
 from hybrid_operator.proxy.server import ApiProxy
-from tests.trickling import Tricklers, wait_for
+from tests.helpers import wait_until
+from tests.trickling import Tricklers
 from tests.unit.proxy.streamingapi import StreamingApi
 from tests.unit.proxy.test_server import status_of
 from tests.unit.proxy.test_streaming import EXEC, echo, port_of, send, start, token, upgrade
@@ -67,7 +68,7 @@ def test_a_run_holds_at_most_its_share_of_streams(api: StreamingApi) -> None:
         assert status_of(answer4) == 101 and echo(other, b"mine") == b"mine"
         assert proxy.streams.count(token(proxy)) == 2
         first.close()
-        assert wait_for(lambda: proxy.streams.count(token(proxy)) == 1, 3)
+        wait_until(lambda: proxy.streams.count(token(proxy)) == 1, 3)
         again, answer5, _ = upgrade(proxy)
         assert status_of(answer5) == 101 and echo(again, b"back") == b"back"
         for sock in (second, third, other, again):
@@ -90,8 +91,8 @@ def test_a_silent_stream_ends_at_its_deadline(api: StreamingApi, kind: str) -> N
         lasted = closed_within(sock, 5, seen)
         assert lasted is not None and 0.5 <= lasted <= 2.0, lasted
         assert kind == "exec" or seen.endswith(b"\r\n0\r\n\r\n"), bytes(seen)
-        assert wait_for(lambda: api.live == 0 and proxy.streams.count() == 0, 3)  # the API server's end too
-        assert wait_for(lambda: proxy._server is not None and proxy._server.counts() == (0, 0), 3)  # slot freed
+        wait_until(lambda: api.live == 0 and proxy.streams.count() == 0, 3)  # the API server's end too
+        wait_until(lambda: proxy._server is not None and proxy._server.counts() == (0, 0), 3)  # slot freed
         sock.close()
     finally:
         proxy.stop()
@@ -114,7 +115,7 @@ def test_a_client_that_stops_reading_is_cut_at_the_deadline(api: StreamingApi) -
                 break  # cut
         lasted = time.monotonic() - started
         assert sent > 256 * 1024 and lasted < 3, (sent, lasted)
-        assert wait_for(lambda: api.live == 0, 3)
+        wait_until(lambda: api.live == 0, 3)
         sock.close()
     finally:
         proxy.stop()
@@ -126,13 +127,13 @@ def test_every_stream_of_a_run_ends_with_the_run(api: StreamingApi) -> None:
         execs = [upgrade(proxy)[0], upgrade(proxy)[0]]
         watched = watch(proxy)[0]
         bystander, _, _ = upgrade(proxy, run="run2")
-        assert wait_for(lambda: api.live == 4, 3)
+        wait_until(lambda: api.live == 4, 3)
         proxy.revoke("run1")
         for sock in [*execs, watched]:
             lasted = closed_within(sock, 3)
             assert lasted is not None and lasted < 1.0, lasted
         assert echo(bystander, b"still here") == b"still here"  # another run's exec goes on
-        assert wait_for(lambda: api.live == 1, 3)
+        wait_until(lambda: api.live == 1, 3)
         gone, answer, _ = upgrade(proxy)  # the ended run's token
         assert status_of(answer) == 401
         for sock in [*execs, watched, bystander, gone]:
@@ -173,7 +174,7 @@ def test_an_upgrade_head_still_has_the_head_deadline(api: StreamingApi) -> None:
     try:
         head = f"GET {EXEC} HTTP/1.1\r\nAuthorization: Bearer {token(proxy)}\r\nConnection: Upgrade\r\nUpgrade: web"
         with Tricklers(port_of(proxy), 4, head=head.encode(), every=0.2, limit=10) as tricklers:
-            assert wait_for(lambda: len(tricklers.lifetimes) >= 4, 5)
+            wait_until(lambda: len(tricklers.lifetimes) >= 4, 5)
         assert all(0.9 <= lasted < 2.5 for lasted in tricklers.lifetimes[:4]), tricklers.lifetimes
         assert api.heads == [] and api.reviews == []
     finally:
@@ -220,12 +221,12 @@ def test_a_watch_by_any_spelling_counts_against_the_cap_and_ends_with_its_run(ap
         second, answer2, _ = watch(proxy, value=value)
         third, answer3, _ = watch(proxy, value=value)
         assert [status_of(a) for a in (answer1, answer2, answer3)] == [200, 200, 429]
-        assert wait_for(lambda: api.live == 2, 3)
+        wait_until(lambda: api.live == 2, 3)
         proxy.revoke("run1")
         for sock in (first, second):
             lasted = closed_within(sock, 3)
             assert lasted is not None and lasted < 1.0, lasted
-        assert wait_for(lambda: api.live == 0 and proxy.streams.count(plain=True) == 0, 3)
+        wait_until(lambda: api.live == 0 and proxy.streams.count(plain=True) == 0, 3)
         for sock in (first, second, third):
             sock.close()
     finally:
@@ -254,7 +255,7 @@ def test_a_plain_answer_that_trickles_ends_at_the_deadline(api: StreamingApi) ->
         assert status_of(answer) == 200
         lasted = closed_within(sock, 5)
         assert lasted is not None and 0.5 <= lasted <= 2.0, lasted
-        assert wait_for(lambda: api.live == 0 and proxy.streams.count(plain=True) == 0, 3)
+        wait_until(lambda: api.live == 0 and proxy.streams.count(plain=True) == 0, 3)
         sock.close()
     finally:
         proxy.stop()
@@ -265,14 +266,14 @@ def test_a_plain_answer_that_trickles_ends_with_its_run(api: StreamingApi) -> No
     proxy = start(api, max_streams_per_run=1)
     try:
         requests = [get(proxy, "/api/v1/namespaces/ns/services/slow:80/proxy/")[0] for _ in range(3)]
-        assert wait_for(lambda: api.live == 3, 3)  # plain requests: not held to the streams' cap
+        wait_until(lambda: api.live == 3, 3)  # plain requests: not held to the streams' cap
         assert proxy.streams.count(token(proxy)) == 0 and proxy.streams.count(token(proxy), plain=True) == 3
         proxy.revoke("run1")
         for sock in requests:
             lasted = closed_within(sock, 3)
             assert lasted is not None and lasted < 1.0, lasted
             sock.close()
-        assert wait_for(lambda: api.live == 0, 3)
+        wait_until(lambda: api.live == 0, 3)
     finally:
         proxy.stop()
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,6 +20,8 @@ from hybrid_operator.reactor.kinds import Kinds
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key
 from hybrid_operator.settings.config import Config, add_run_flags
 from hybrid_operator.settings.watches import Target, Watch
+from tests.fakes import FakeKube
+from tests.helpers import wait_until
 
 MEMCACHED = GVK("cache.example.com", "v1alpha1", "Memcached")
 GVK_TEXT = str(MEMCACHED)
@@ -54,35 +56,6 @@ class Stop(threading.Event):
         self.waits.append(timeout or 0.0)
         super().wait(min(timeout or 0.0, 0.002))
         return self.is_set()
-
-
-class FakeKube:
-    def __init__(self, stop: Stop, discovery: list[Resource | ApiError]) -> None:
-        self.stop, self.discovery = stop, list(discovery)
-        self.lists: dict[str, Any] = {}  # path -> the page it lists, or an error
-        self.watches: dict[str, list[dict[str, Any]]] = {}  # path -> the events of its first watch
-        self.listed: list[str] = []
-
-    def resource(self, gvk: GVK) -> Resource:
-        assert gvk == MEMCACHED
-        answer = self.discovery.pop(0) if len(self.discovery) > 1 else self.discovery[0]
-        if isinstance(answer, ApiError):
-            raise answer
-        return answer
-
-    def request(
-        self, method: str, path: str, *, query: Any = None, timeout: Any = None, max_bytes: Any = None
-    ) -> KubeObject:
-        self.listed.append(path)
-        answer = self.lists.get(path, {"metadata": {"resourceVersion": "1"}, "items": []})
-        if isinstance(answer, ApiError):
-            raise answer
-        return {"metadata": dict(answer["metadata"]), "items": [dict(i) for i in answer["items"]]}
-
-    def stream(self, path: str, query: Any, timeout: Any) -> Iterator[dict[str, Any]]:
-        yield from self.watches.pop(path, [])
-        while not self.stop.is_set():  # a quiet watch, until the operator stops
-            time.sleep(0.002)
 
 
 class RecordingQueue:
@@ -124,7 +97,7 @@ class Setup:
         watch: Watch | None = None,
     ) -> None:
         self.stop = Stop()
-        self.kube = FakeKube(self.stop, discovery)
+        self.kube = FakeKube(NAMESPACED, discovery=discovery, stop=self.stop)
         self.queue = RecordingQueue()
         self.caches = RecordingCaches()
         self.watch = watch or Watch(gvk=MEMCACHED, target=Target(role="memcached"))
@@ -148,13 +121,6 @@ def setups() -> Iterator[list[Setup]]:
         setup.stop.set()
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.002)
-
-
 def key(name: str, namespace: str = "ns") -> Key:
     return Key(GVK_TEXT, namespace, name)
 
@@ -167,7 +133,7 @@ def test_listed_objects_are_enqueued_converged_ones_after_new_work(setups: list[
         "items": [cr("done", "5", generation=2, observed=2), cr("new", "6")],
     }
     setup.kinds.start()
-    wait_for(lambda: len(setup.queue.calls) == 2)
+    wait_until(lambda: len(setup.queue.calls) == 2, 5)
     assert setup.queue.calls == [("add", key("done"), PRIORITY_RESYNC), ("add", key("new"), PRIORITY_CHANGE)]
 
 
@@ -183,7 +149,7 @@ def test_watch_events_become_keys_only_for_changes_worth_a_run(setups: list[Setu
         {"type": "DELETED", "object": cr("a", "13")},
     ]
     setup.kinds.start()
-    wait_for(lambda: len(setup.queue.calls) == 4)
+    wait_until(lambda: len(setup.queue.calls) == 4, 5)
     assert setup.queue.calls[2:] == [("add", key("b"), PRIORITY_CHANGE), ("discard", key("a"), None)]
 
 
@@ -192,7 +158,7 @@ def test_objects_of_another_replica_stay_in_the_cache_only(setups: list[Setup]) 
     setups.append(setup)
     setup.kube.lists[ALL] = {"metadata": {"resourceVersion": "10"}, "items": [cr("theirs", "5"), cr("mine", "6")]}
     setup.kinds.start()
-    wait_for(lambda: setup.kinds.watches_synced()[0])  # a list's events are all handled before it is synced
+    wait_until(lambda: setup.kinds.watches_synced()[0], 5)  # a list's events are all handled before it is synced
     assert setup.queue.calls == [("add", key("mine"), PRIORITY_CHANGE)]
     kind = setup.kinds.get(GVK_TEXT)
     assert kind is not None and kind.uid("ns", "theirs") == "uid-theirs"
@@ -204,7 +170,7 @@ def test_a_deletion_discards_the_key_whoever_owns_the_object(setups: list[Setup]
     setup.kube.lists[ALL] = {"metadata": {"resourceVersion": "10"}, "items": [cr("theirs", "5")]}
     setup.kube.watches[ALL] = [{"type": "DELETED", "object": cr("theirs", "11")}]
     setup.kinds.start()
-    wait_for(lambda: len(setup.queue.calls) == 1)
+    wait_until(lambda: len(setup.queue.calls) == 1, 5)
     assert setup.queue.calls == [("discard", key("theirs"), None)]
 
 
@@ -213,7 +179,7 @@ def test_the_kinds_context_reads_the_cache(setups: list[Setup]) -> None:
     setups.append(setup)
     setup.kube.lists[ALL] = {"metadata": {"resourceVersion": "10"}, "items": [cr("a", "5")]}
     setup.kinds.start()
-    wait_for(lambda: setup.kinds.watches_synced()[0])
+    wait_until(lambda: setup.kinds.watches_synced()[0], 5)
     kind = setup.kinds.get(GVK_TEXT)
     assert kind is not None
     found = kind.ctx.lookup("ns", "a")
@@ -233,7 +199,7 @@ def test_one_informer_per_watched_namespace(setups: list[Setup]) -> None:
     setup.kube.lists[one] = {"metadata": {"resourceVersion": "1"}, "items": [cr("a", "5", namespace="one")]}
     setup.kube.lists[two] = {"metadata": {"resourceVersion": "1"}, "items": [cr("a", "6", namespace="two")]}
     setup.kinds.start()
-    wait_for(lambda: setup.kinds.watches_synced()[0])
+    wait_until(lambda: setup.kinds.watches_synced()[0], 5)
     assert setup.kinds.watches_synced() == (True, "2 watches synced")
     assert sorted(set(setup.kube.listed)) == [one, two]
     assert len(setup.caches.informers) == 2  # the proxy may answer reads from both
@@ -247,7 +213,7 @@ def test_a_cluster_scoped_kind_is_watched_once_whatever_the_namespaces(setups: l
     setup = Setup([CLUSTER_WIDE], namespaces="one,two")
     setups.append(setup)
     setup.kinds.start()
-    wait_for(lambda: setup.kinds.watches_synced()[0])
+    wait_until(lambda: setup.kinds.watches_synced()[0], 5)
     assert set(setup.kube.listed) == {ALL}
     assert setup.kinds.watches_synced() == (True, "1 watches synced")
 
@@ -261,7 +227,7 @@ def test_a_kind_not_served_yet_is_waited_for_with_backoff(setups: list[Setup]) -
         f"kinds not served by the API server yet: {GVK_TEXT}",
     )
     setup.kinds.start()
-    wait_for(lambda: setup.kinds.watches_synced()[0])
+    wait_until(lambda: setup.kinds.watches_synced()[0], 5)
     assert setup.stop.waits[:3] == [1.0, 2.0, 4.0]
 
 
@@ -270,11 +236,28 @@ def test_a_stop_while_waiting_for_the_kind_gives_up(setups: list[Setup], caplog:
     setups.append(setup)
     with caplog.at_level(logging.INFO, logger="hybrid_operator.reactor.kinds"):
         setup.kinds.start()
-        wait_for(lambda: len(setup.stop.waits) >= 2)
+        wait_until(lambda: len(setup.stop.waits) >= 2, 5)
         setup.stop.set()
-        wait_for(lambda: "not watching" in caplog.text)
+        wait_until(lambda: "not watching" in caplog.text, 5)
     assert setup.kinds.get(GVK_TEXT) is None
     assert setup.kube.listed == []
+
+
+def failures_in_a_row(setup: Setup) -> int:
+    """How many times in a row the readiness check says the kind's watch failed (0: it does not say)."""
+    found = re.search(r"failed (\d+) times in a row", setup.kinds.watches_synced()[1])
+    return int(found.group(1)) if found else 0
+
+
+def test_a_watch_failing_for_hours_keeps_retrying(setups: list[Setup]) -> None:
+    """2**n of the backoff overflowed a float at the 1,024th failure in a row (eight hours at the 30 s cap)
+    and the watch thread died of it; the waits are cut short here, so a thousand failures take seconds."""
+    setup = Setup([NAMESPACED])
+    setups.append(setup)
+    setup.kube.lists[ALL] = ApiError(403, "Forbidden")
+    setup.kinds.start()
+    wait_until(lambda: failures_in_a_row(setup) > 1100, 120)
+    assert max(setup.stop.waits) <= 30.0 * 1.2
 
 
 def test_a_failing_watch_fails_the_readiness_check_naming_it(setups: list[Setup]) -> None:
@@ -282,7 +265,7 @@ def test_a_failing_watch_fails_the_readiness_check_naming_it(setups: list[Setup]
     setups.append(setup)
     setup.kube.lists[ALL] = ApiError(403, "Forbidden")
     setup.kinds.start()
-    wait_for(lambda: "failed 3 times in a row" in setup.kinds.watches_synced()[1])
+    wait_until(lambda: failures_in_a_row(setup) >= 3, 5)
     ok, detail = setup.kinds.watches_synced()
     assert not ok
     assert f"watch of {GVK_TEXT} in all namespaces failed" in detail
@@ -317,7 +300,7 @@ def test_a_listed_object_the_resumer_holds_back_is_not_queued(setups: list[Setup
     }
     setup.kube.watches[ALL] = [{"type": "MODIFIED", "object": cr("done", "11", generation=3)}]
     setup.kinds.start()
-    wait_for(lambda: len(setup.queue.calls) == 2)
+    wait_until(lambda: len(setup.queue.calls) == 2, 5)
     assert setup.queue.calls == [("add", key("new"), PRIORITY_CHANGE), ("add", key("done"), PRIORITY_CHANGE)]
     assert resumer.asked == ["done", "new"]  # a change is never held
     kind = setup.kinds.get(GVK_TEXT)
@@ -334,7 +317,7 @@ def test_a_kind_the_resumer_turned_off_for_is_queued_as_ever(setups: list[Setup]
         "items": [cr("done", "5", generation=2, observed=2)],
     }
     setup.kinds.start()
-    wait_for(lambda: len(setup.queue.calls) == 1)
+    wait_until(lambda: len(setup.queue.calls) == 1, 5)
     assert resumer.asked == [] and setup.queue.calls == [("add", key("done"), PRIORITY_RESYNC)]
     kind = setup.kinds.get(GVK_TEXT)
     assert kind is not None and kind.ctx.record is None

@@ -12,17 +12,11 @@ from hypothesis import strategies as st
 
 from hybrid_operator.reactor import queueing
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
+from tests.fakes import FakeClock
 
 pytestmark = pytest.mark.timeout(60)
 
 FOO, BAR = "Foo.v1.example.com", "Bar.v1.example.com"
-
-
-class FakeClock:
-    now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def make(workers: int = 4, limits: dict[str, int] | None = None) -> WorkQueue:

@@ -11,23 +11,11 @@ from hypothesis import strategies as st
 
 from hybrid_operator.kube.objects import GVK
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue, resync_delay
+from tests.fakes import FakeClock
 
 pytestmark = pytest.mark.timeout(30)
 
 FOO, BAR = "Foo.v1.example.com", "Bar.v1.example.com"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.called = threading.Event()
-
-    def __call__(self) -> float:
-        self.called.set()
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def key(name: str, gvk: str = FOO) -> Key:
@@ -239,6 +227,14 @@ def test_backoff_doubles_and_caps(clock: FakeClock) -> None:
     assert queue.failures(key("b")) == 0
 
 
+def test_a_key_failing_for_days_stays_at_the_cap(clock: FakeClock) -> None:
+    """2**n of the backoff overflowed a float at the 1,025th failure of one key (three and a half days at
+    the 300 s cap), and add_rate_limited raised."""
+    queue = make(clock, backoff_base=1.0, backoff_cap=300.0)
+    delays = [queue.add_rate_limited(key("a")) for _ in range(1100)]
+    assert delays[-100:] == [300.0] * 100
+
+
 def test_forget_resets_backoff(clock: FakeClock) -> None:
     queue = make(clock, backoff_base=2.0, backoff_cap=60.0)
     queue.add_rate_limited(key("a"))
@@ -365,3 +361,75 @@ def test_a_due_change_always_goes_before_any_resync(steps: list[tuple[str, int]]
                 assert not changes, f"{got} before the changes {sorted(map(str, changes))}"
             changes.discard(got)
             queue.done(got)
+
+
+# -- spare lanes: no namespace holds every worker while another waits ------------------------------------
+
+
+def spare_queue(clock: FakeClock) -> WorkQueue:
+    return WorkQueue(global_limit=2, per_kind_limits={FOO: 2}, clock=clock, spare_limit=2)
+
+
+def in_ns(namespace: str, name: str) -> Key:
+    return Key(FOO, namespace, name)
+
+
+def test_runs_that_hang_open_a_spare_lane_for_another_namespace(clock: FakeClock) -> None:
+    q = spare_queue(clock)
+    for name in ("hang-1", "hang-2", "hang-3"):
+        q.add(in_ns("a", name))
+    held = [q.get(timeout=0), q.get(timeout=0)]
+    assert {k.namespace for k in held if k} == {"a"}
+    q.add(in_ns("b", "new"))
+    assert q.get(timeout=0) is None  # runs of a few seconds open nothing
+    clock.advance(9.9)
+    assert q.get(timeout=0) is None
+    clock.advance(0.2)  # both regular lanes' runs have gone on for 10 s: b gets a spare lane
+    assert q.get(timeout=0) == in_ns("b", "new")
+    assert q.get(timeout=0) is None  # a has runs in progress: never a spare lane for it
+
+
+def test_spare_lanes_are_bounded_and_go_one_per_waiting_namespace(clock: FakeClock) -> None:
+    q = spare_queue(clock)
+    q.add(in_ns("a", "1"))
+    q.add(in_ns("a", "2"))
+    assert q.get(timeout=0) and q.get(timeout=0)
+    for namespace in ("b", "c", "d"):
+        q.add(in_ns(namespace, "x"))
+        q.add(in_ns(namespace, "y"))
+    clock.advance(11)
+    spares = [q.get(timeout=0), q.get(timeout=0), q.get(timeout=0)]
+    assert [k.namespace if k else None for k in spares] == ["b", "c", None]  # spare_limit 2: d waits
+    q.done(in_ns("a", "1"))  # three still run, past the cap of two, and b's and c's are new: d waits
+    assert q.get(timeout=0) is None
+    q.done(in_ns("b", "x"))
+    q.done(in_ns("c", "x"))  # back under the cap: d's turn comes before b's and c's second keys
+    assert q.get(timeout=0) == in_ns("d", "x")
+
+
+def test_a_blocked_worker_wakes_when_the_runs_stall(clock: FakeClock) -> None:
+    q = spare_queue(clock)
+    q.add(in_ns("a", "1"))
+    q.add(in_ns("a", "2"))
+    assert q.get(timeout=0) and q.get(timeout=0)
+    q.add(in_ns("b", "new"))
+    got: list[Key | None] = []
+    waiter = threading.Thread(target=lambda: got.append(q.get(timeout=5)))
+    clock.called.clear()
+    waiter.start()
+    clock.called.wait(2)
+    clock.advance(10)
+    with q._cond:  # what the clock cannot do: wake the wait (the real one would have timed out by now)
+        q._cond.notify_all()
+    waiter.join(5)
+    assert got == [in_ns("b", "new")]
+
+
+def test_without_spare_lanes_the_caps_hold_as_before(clock: FakeClock) -> None:
+    q = WorkQueue(global_limit=2, per_kind_limits={FOO: 2}, clock=clock)
+    q.add(in_ns("a", "1"))
+    q.add(in_ns("a", "2"))
+    q.add(in_ns("b", "3"))
+    assert q.get(timeout=0) and q.get(timeout=0)
+    clock.advance(3600)
+    assert q.get(timeout=0) is None

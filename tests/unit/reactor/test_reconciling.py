@@ -8,6 +8,7 @@ afterwards (status, finalizers), the Events recorded, whether a run happened and
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import stat
@@ -20,18 +21,18 @@ import pytest
 from hybrid_operator.ansible.extravars import KNOWN_RESERVED_KEYS
 from hybrid_operator.ansible.reserved import Reservations
 from hybrid_operator.ansible.results import FailedTask, RoleEvent, RunResult
-from hybrid_operator.ansible.running import RunRequest
 from hybrid_operator.errors import TemporaryError
 from hybrid_operator.kube.client import ApiError, KubeObject, Resource
 from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.owners import Owner
-from hybrid_operator.kube.patching import merge_patch
+from hybrid_operator.proxy.confining import ANYWHERE, Reach
 from hybrid_operator.reactor import reconciling
 from hybrid_operator.reactor.annotations import RECONCILE_PERIOD
 from hybrid_operator.reactor.queueing import Key, resync_delay
 from hybrid_operator.reactor.reconciling import MIN_REQUEUE, OWNER_ENV, KindContext, Outcome, Reconciler
 from hybrid_operator.reactor.resuming import RECORD
 from hybrid_operator.settings.watches import Finalizer, Target, Watch
+from tests.fakes import FakeExecutor, FakeKube, FakeProxy
 
 GROUP_GVK = GVK("cache.example.com", "v1alpha1", "Memcached")
 RESOURCE = Resource(GROUP_GVK, "memcacheds", True)
@@ -43,66 +44,6 @@ RESERVATIONS = Reservations(frozenset({"hostvars", "omit"}), KNOWN_RESERVED_KEYS
 # -- fakes ----------------------------------------------------------------------------------------------
 
 
-class FakeKube:
-    """An API server of one kind: merge patches checked against resourceVersion, like the real one."""
-
-    def __init__(self) -> None:
-        self.objects: dict[tuple[str | None, str], KubeObject] = {}
-        self.version = 100
-        self.patches: list[tuple[str | None, Any]] = []  # (sub, body) of every accepted patch
-        self.fail_next_patch: list[ApiError] = []  # raised, in order, by the next patches
-        self.on_get: Callable[[], None] | None = None
-
-    def put(self, obj: KubeObject) -> KubeObject:
-        meta = obj["metadata"]
-        self.version += 1
-        meta["resourceVersion"] = str(self.version)
-        self.objects[(meta.get("namespace"), meta["name"])] = obj
-        return copy.deepcopy(obj)
-
-    def delete(self, namespace: str, name: str) -> None:
-        self.objects.pop((namespace, name), None)
-
-    def get(self, res: Resource, namespace: str | None, name: str) -> KubeObject:
-        assert res == RESOURCE
-        if self.on_get is not None:
-            self.on_get()
-        try:
-            return copy.deepcopy(self.objects[(namespace, name)])
-        except KeyError:
-            raise ApiError(404, "Not Found") from None
-
-    def get_or_none(self, res: Resource, namespace: str | None, name: str) -> KubeObject | None:
-        """``Kube.get_or_none``: NotFound is None, anything else is raised."""
-        try:
-            return self.get(res, namespace, name)
-        except ApiError as exc:
-            if exc.not_found:
-                return None
-            raise
-
-    def merge_patch(
-        self, res: Resource, namespace: str | None, name: str, patch: Any, sub: str | None = None
-    ) -> KubeObject:
-        assert res == RESOURCE
-        if self.fail_next_patch:
-            raise self.fail_next_patch.pop(0)
-        current = self.objects.get((namespace, name))
-        if current is None:
-            raise ApiError(404, "Not Found")
-        patch = copy.deepcopy(patch)
-        expected = patch.get("metadata", {}).pop("resourceVersion", None)
-        if expected is not None and expected != current["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict")
-        if sub == "status":
-            patch = {"status": patch["status"]}  # the status subresource ignores everything else
-        self.patches.append((sub, patch))
-        return self.put(merge_patch(current, patch))
-
-    def stored(self) -> KubeObject:
-        return copy.deepcopy(self.objects[("ns", "mc")])
-
-
 class FakeRecorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, str, str]] = []
@@ -110,51 +51,6 @@ class FakeRecorder:
     def record(self, obj: KubeObject, event_type: str, reason: str, message: str) -> None:
         assert obj["metadata"]["name"] == "mc"
         self.events.append((event_type, reason, message))
-
-
-class FakeExecutor:
-    """Returns scripted results; ``during`` runs inside the run, to change the world meanwhile."""
-
-    def __init__(self, kube: FakeKube, *results: RunResult) -> None:
-        self.kube = kube
-        self.results = list(results)
-        self.requests: list[RunRequest] = []
-        self.seen: list[KubeObject] = []  # what the API server held when each run started
-        self.kubeconfigs: list[str] = []  # the kubeconfig text each run was given, if any
-        self.during: Callable[[], None] | None = None
-        self.error: Exception | None = None
-
-    def run(self, request: RunRequest) -> RunResult:
-        self.requests.append(request)
-        if ("ns", "mc") in self.kube.objects:
-            self.seen.append(self.kube.stored())
-        if "KUBECONFIG" in request.env:
-            self.kubeconfigs.append(Path(request.env["KUBECONFIG"]).read_text())
-        if self.during is not None:
-            self.during()
-        if self.error is not None:
-            raise self.error
-        result = self.results.pop(0) if self.results else RunResult(run_id=request.run_id, ok=1)
-        return result
-
-    def ready(self) -> tuple[bool, str]:
-        return True, ""
-
-    def close(self) -> None:
-        pass
-
-
-class FakeProxy:
-    def __init__(self) -> None:
-        self.granted: dict[str, Owner] = {}
-        self.revoked: list[str] = []
-
-    def kubeconfig_for(self, owner: Owner, run_id: str) -> str:
-        self.granted[run_id] = owner
-        return f"token-for-{run_id}"
-
-    def revoke(self, run_id: str) -> None:
-        self.revoked.append(run_id)
 
 
 # -- helpers --------------------------------------------------------------------------------------------
@@ -213,7 +109,7 @@ class World:
 
 @pytest.fixture
 def world() -> Iterator[World]:
-    kube, recorder = FakeKube(), FakeRecorder()
+    kube, recorder = FakeKube(RESOURCE), FakeRecorder()
     executor = FakeExecutor(kube)
     reconciler = Reconciler(kube, executor, recorder)  # type: ignore[arg-type]
     yield World(kube, executor, recorder, reconciler)
@@ -617,6 +513,27 @@ def test_each_run_gets_a_private_kubeconfig_revoked_and_removed_when_it_ends(wor
     assert modes == [0o600]
     assert proxy.granted[request.run_id] == Owner("cache.example.com/v1alpha1", "Memcached", "mc", "ns", "uid-1")
     assert proxy.revoked == [request.run_id]
+
+
+@pytest.mark.parametrize(
+    ("confine", "extra", "reach"),
+    [(False, frozenset(), ANYWHERE), (True, frozenset(), Reach(frozenset({"ns"}))), (True, {"ops"}, None)],
+)
+def test_a_run_reaches_what_run_namespaces_says(
+    world: World, confine: bool, extra: frozenset[str], reach: Reach | None
+) -> None:
+    proxy = FakeProxy()
+    reconciler = Reconciler(world.kube, world.executor, world.recorder, proxy)  # type: ignore[arg-type]
+    world.kube.put(cr())
+    ctx = dataclasses.replace(
+        world.ctx(dataclasses.replace(watch(), run_namespaces=frozenset(extra))), confine_runs=confine
+    )
+    try:
+        reconciler.reconcile(KEY, ctx)
+    finally:
+        reconciler.close()
+    [request] = world.executor.requests
+    assert proxy.reach[request.run_id] == (reach or Reach(frozenset({"ns", "ops"})))
 
 
 def test_a_crashed_run_still_revokes_its_token_and_removes_its_kubeconfig(world: World) -> None:

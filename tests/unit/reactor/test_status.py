@@ -253,3 +253,23 @@ def test_a_failed_run_is_reported_in_the_roles_words_when_it_set_a_failure() -> 
     own = {"type": "Failure", "status": "True", "reason": "ErrResourceExists", "message": "Resource web exists"}
     with_condition = RunResult(run_id="r", failures=1, failed_tasks=[task], conditions=[own])
     assert status_mod.failure_text(with_condition) == "Resource web exists"
+
+
+def test_the_verdict_on_a_failed_run_holds_all_the_reconciler_reports() -> None:
+    own = {"type": "Failure", "status": "True", "reason": "ErrResourceExists", "message": "Resource web exists"}
+    result = RunResult(run_id="r", failures=1, conditions=[own])
+    before = cr(generation=3)
+    verdict = status_mod.verdict(before, result, manage_status=True)
+    assert (verdict.succeeded, verdict.reason, verdict.text) == (False, "ErrResourceExists", "Resource web exists")
+    assert verdict.metric_reason == "ErrResourceExists"
+    assert verdict.recovered is False
+    fresher = cr(generation=4)  # the spec changed while the role ran: generation 3 is what was observed
+    assert verdict.status(fresher) == final_status(fresher, result, manage_status=True, generation=3)
+
+
+def test_the_verdict_on_a_success_after_a_failure_is_a_recovery() -> None:
+    before = cr(conditions=[{"type": "Failure", "status": "True", "reason": "Failed"}])
+    verdict = status_mod.verdict(before, success(), manage_status=False)
+    assert (verdict.succeeded, verdict.reason, verdict.text, verdict.metric_reason) == (True, "", "", "")
+    assert verdict.recovered is True
+    assert verdict.status(before) == final_status(before, success(), manage_status=False, generation=3)

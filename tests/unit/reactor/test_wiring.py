@@ -15,6 +15,7 @@ from hybrid_operator.reactor import wiring
 from hybrid_operator.reactor.reconciling import Reconciler
 from hybrid_operator.settings.config import Config, add_run_flags
 from hybrid_operator.settings.watches import Target, Watch
+from tests.fakes import FakeExecutor, FakeProxy
 
 MEMCACHED = GVK("cache.example.com", "v1alpha1", "Memcached")
 RESOURCE = Resource(MEMCACHED, "memcacheds", True)
@@ -81,30 +82,6 @@ def test_failed_output_is_logged_unless_run_events_are_off(level: str, shown: bo
 
 
 # -- build_runtime --------------------------------------------------------------------------------------
-
-
-class FakeExecutor:
-    def __init__(self) -> None:
-        self.closed = False
-        self.extra_ansible_args: str | None = None  # what build_executor was given
-
-    def close(self) -> None:
-        self.closed = True
-
-
-class FakeProxy:
-    def __init__(
-        self, kube: Any, *, inject: bool, on_child: Any, caches: Any = None, max_stream_seconds: float = 0
-    ) -> None:
-        self.kube, self.inject, self.on_child, self.caches = kube, inject, on_child, caches
-        self.max_stream_seconds = max_stream_seconds
-        self.started = self.stopped = False
-
-    def start(self) -> None:
-        self.started = True
-
-    def stop(self) -> None:
-        self.stopped = True
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, K
 from hybrid_operator.reactor.reconciling import Outcome
 from hybrid_operator.reactor.sharding.rules import Verdict
 from hybrid_operator.reactor.workers import Workers
+from tests.helpers import wait_until
 
 GVK = "Memcached.v1alpha1.cache.example.com"
 KEY = Key(GVK, "ns", "mc")
@@ -274,13 +275,6 @@ def test_a_key_gone_from_the_cache_is_not_offered_to_the_ring() -> None:
 # -- alive(): the /healthz check -----------------------------------------------------------------------
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
-
-
 @pytest.fixture
 def release() -> Iterator[threading.Event]:
     event = threading.Event()
@@ -293,7 +287,7 @@ def test_a_worker_that_died_fails_the_check() -> None:
     setup = Setup(Outcome(succeeded=True))
     setup.queue.get_error = RuntimeError("queue broke")
     setup.workers.start()
-    wait_for(lambda: not setup.workers.threads[0].is_alive())
+    wait_until(lambda: not setup.workers.threads[0].is_alive(), 5)
     ok, detail = setup.workers.alive()
     assert not ok
     assert detail == "workers died: worker-0"

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from hybrid_operator.httpbounds import BoundedHandler, BoundedServer, Bounds
-from tests.trickling import Tricklers, wait_for
+from tests.helpers import wait_until
+from tests.trickling import Tricklers
 
 Serve = Callable[[Bounds], BoundedServer]
 HOLD = threading.Event()  # /hold answers once this is set (at most 10 s): a served slot kept on purpose
@@ -73,7 +74,7 @@ def test_a_trickling_head_is_closed_at_the_deadline_not_a_timeout_per_read(serve
     with Tricklers(port(server), 3, every=0.2, limit=10) as tricklers:  # a byte every 0.2 s: no read waits 5 s
         assert silent.recv(10) == b""
         silent_for = time.monotonic() - started
-        assert wait_for(lambda: len(tricklers.lifetimes) >= 3, 5)
+        wait_until(lambda: len(tricklers.lifetimes) >= 3, 5)
     silent.close()
     assert 0.9 <= silent_for < 2.5
     assert all(0.9 <= lasted < 2.5 for lasted in tricklers.lifetimes[:3]), tricklers.lifetimes
@@ -111,7 +112,7 @@ def test_served_connections_are_capped_per_key_and_in_all(serve: Serve) -> None:
     held.append(threading.Thread(target=get, args=(server, "/hold", "127.0.0.2", 15)))
     for thread in held:
         thread.start()
-    assert wait_for(lambda: server.counts()[1] == 3, 5)
+    wait_until(lambda: server.counts()[1] == 3, 5)
     assert get(server, source="127.0.0.2") == 503  # all three slots taken
     HOLD.set()
     for thread in held:
@@ -123,7 +124,7 @@ def test_the_per_key_cap_answers_503_before_the_total(serve: Serve) -> None:
     server = serve(Bounds(max_connections=8, max_served_per_key=1))
     holder = threading.Thread(target=get, args=(server, "/hold", "127.0.0.1", 15))
     holder.start()
-    assert wait_for(lambda: server.counts()[1] == 1, 5)
+    wait_until(lambda: server.counts()[1] == 1, 5)
     assert get(server, source="127.0.0.1") == 503
     assert get(server, source="127.0.0.2") == 200
     HOLD.set()
@@ -160,7 +161,7 @@ def test_clients_that_hang_up_leave_one_debug_line_and_no_traceback(
         for _ in range(10):
             hang_up(server, b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n", pause=0.05)  # gone while 4 MiB are written
             hang_up(server, b"GET / HT")  # gone mid-head
-        assert wait_for(lambda: "went away" in caplog.text, 5)
+        wait_until(lambda: "went away" in caplog.text, 5)
         assert get(server) == 200
     assert not [r for r in caplog.records if r.exc_info or r.levelno > logging.DEBUG]
     assert "Traceback" not in capfd.readouterr().err
@@ -171,7 +172,7 @@ def test_a_bug_of_ours_is_logged_with_its_traceback_through_logging(
 ) -> None:
     server = serve(Bounds(max_connections=8, max_served_per_key=8))
     assert get(server, "/bug") == 0
-    assert wait_for(lambda: any(r.exc_info for r in caplog.records), 5)
+    wait_until(lambda: any(r.exc_info for r in caplog.records), 5)
     assert "RuntimeError: a bug of ours" in caplog.text
     assert "Traceback" not in capfd.readouterr().err
 

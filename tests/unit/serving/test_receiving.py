@@ -20,7 +20,8 @@ from hybrid_operator.errors import ConfigError
 from hybrid_operator.httpbounds import BoundedServer
 from hybrid_operator.serving import health, receiving
 from hybrid_operator.serving.usermetrics import USER_METRICS, UserMetrics
-from tests.trickling import Tricklers, wait_for
+from tests.helpers import wait_until
+from tests.trickling import Tricklers
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +49,16 @@ def port(srv: ThreadingHTTPServer) -> int:
     return int(srv.server_address[1])
 
 
-def request(srv: ThreadingHTTPServer, method: str, data: bytes | None, path: str = "/metrics") -> tuple[int, str]:
-    req = urllib.request.Request(f"http://127.0.0.1:{port(srv)}{path}", data=data, method=method)
+def bearer(srv: ThreadingHTTPServer) -> str:
+    return f"Bearer {srv.token}"  # type: ignore[attr-defined]  # what the operator gives its runs
+
+
+def request(
+    srv: ThreadingHTTPServer, method: str, data: bytes | None, path: str = "/metrics", auth: str | None = ""
+) -> tuple[int, str]:
+    """A request as one of the operator's runs sends it (``auth`` None: none; a string: that header)."""
+    headers = {"Authorization": auth or bearer(srv)} if auth is not None else {}
+    req = urllib.request.Request(f"http://127.0.0.1:{port(srv)}{path}", data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=5) as resp:
             return int(resp.status), resp.read().decode()
@@ -57,8 +66,12 @@ def request(srv: ThreadingHTTPServer, method: str, data: bytes | None, path: str
         return int(exc.code), exc.read().decode()
 
 
-def raw(srv: ThreadingHTTPServer, head: bytes, body: bytes | None = b"") -> str:
-    """Send a request as written (``body`` None: send the head only and keep the connection open)."""
+def raw(srv: ThreadingHTTPServer, head: bytes, body: bytes | None = b"", auth: bool = True) -> str:
+    """Send a request as written, with a run's ``Authorization`` after its first line unless ``auth`` is
+    False (``body`` None: send the head only and keep the connection open)."""
+    if auth:
+        first, sep, rest = head.partition(b"\r\n")
+        head = first + b"\r\nAuthorization: " + bearer(srv).encode() + sep + rest
     with socket.create_connection(("127.0.0.1", port(srv)), timeout=5) as sock:
         sock.sendall(head + b"\r\n\r\n")
         if body is not None:
@@ -137,7 +150,7 @@ def test_idle_connections_past_the_cap_push_out_the_oldest_and_posts_are_served(
     server, cap = own_server, receiving.BOUNDS.max_pending_per_address  # every client here is 127.0.0.1
     idle = [socket.create_connection(("127.0.0.1", port(server)), timeout=5) for _ in range(cap)]
     try:
-        assert wait_for(lambda: server.counts()[0] == cap, 5)
+        wait_until(lambda: server.counts()[0] == cap, 5)
         with socket.create_connection(("127.0.0.1", port(server)), timeout=5):
             assert idle[0].recv(100) == b""  # the oldest made room
         body = json.dumps({"name": "g", "gauge": {"set": 3}}).encode()
@@ -236,3 +249,32 @@ def test_the_operators_metrics_endpoint_carries_the_role_metrics() -> None:
             s.shutdown()
             s.server_close()
     assert "test_receiving_backups" in USER_METRICS.render().decode()
+
+
+# -- only the operator's runs ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("auth", [None, "Bearer wrong", "bearer", "Basic dXNlcjpwYXNz", "Bearer " + "x" * 5000])
+def test_a_local_process_without_the_runs_secret_is_refused_before_its_body(
+    server: ThreadingHTTPServer, store: UserMetrics, auth: str | None
+) -> None:
+    """Another local user once registered a metric under another type, and every run's osdk_metric then
+    failed: whoever lacks the secret the operator gives its runs is not heard."""
+    squat = {"name": "jobs", "description": "taken first", "gauge": {"set": 1}}
+    assert request(server, "POST", json.dumps(squat).encode(), auth=auth)[0] == 401
+    assert store.render().decode().count("jobs") == 0
+    run = {"name": "jobs", "description": "jobs done", "counter": {"increment": True}}
+    assert request(server, "POST", json.dumps(run).encode()) == (200, "")  # the run's own, as a counter
+    assert "jobs 1.0\n" in store.render().decode()
+
+
+def test_every_server_has_its_own_secret() -> None:
+    first, second = receiving.serve("127.0.0.1:0", UserMetrics()), receiving.serve("127.0.0.1:0", UserMetrics())
+    try:
+        assert first is not None and second is not None and first.token != second.token
+        assert len(first.token) >= 32
+    finally:
+        for srv in (first, second):
+            if srv is not None:
+                srv.shutdown()
+                srv.server_close()

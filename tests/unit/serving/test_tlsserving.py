@@ -23,7 +23,8 @@ from hybrid_operator.kube.reviews import Identity
 from hybrid_operator.serving import health
 from hybrid_operator.serving.metricsauth import Gate, Limits
 from hybrid_operator.serving.tlsserving import ServerTLS, self_signed
-from tests.trickling import Tricklers, client_hello, wait_for
+from tests.helpers import wait_until
+from tests.trickling import Tricklers, client_hello
 
 READER = Identity("reader", "", (), ())
 
@@ -160,7 +161,7 @@ def test_a_trickling_handshake_is_closed_at_the_deadline(serve: Callable[..., in
     bounds = Bounds(max_connections=4, max_served_per_key=4, head_deadline=1.0)
     port = serve(ServerTLS(), None, bounds)
     with Tricklers(port, 3, head=client_hello(), every=0.2, limit=10) as tricklers:  # no read waits 10 s
-        assert wait_for(lambda: len(tricklers.lifetimes) >= 3, 5)
+        wait_until(lambda: len(tricklers.lifetimes) >= 3, 5)
     assert all(0.9 <= lasted < 2.5 for lasted in tricklers.lifetimes[:3]), tricklers.lifetimes
 
 

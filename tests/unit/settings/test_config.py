@@ -306,3 +306,35 @@ def test_ansible_inventory_names_the_runs_inventory(tmp_path: Path) -> None:
 def test_an_ansible_inventory_that_is_no_path_stops_the_operator(raw: str) -> None:
     with pytest.raises(ConfigError, match="ANSIBLE_INVENTORY"):
         config(env={"ANSIBLE_INVENTORY": raw})
+
+
+def test_the_bind_addresses_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """So `make run` of a scaffolded project (a plain `hybrid-operator run`) can avoid the default ports, as the
+    docs' tutorial test does when it runs the page's commands as written."""
+    assert (config().metrics_address, config().health_address) == (":8443", ":6789")
+    monkeypatch.setenv("HYBRID_OPERATOR_METRICS_BIND_ADDRESS", "127.0.0.1:0")
+    monkeypatch.setenv("HYBRID_OPERATOR_HEALTH_PROBE_BIND_ADDRESS", "127.0.0.1:7000")
+    assert (config().metrics_address, config().health_address) == ("127.0.0.1:0", "127.0.0.1:7000")
+    assert config("--health-probe-bind-address=:6789").health_address == ":6789"  # a flag wins
+
+
+@pytest.mark.parametrize(
+    ("argv", "watch", "confined"),
+    [
+        ((), "a,b", True),  # auto: an operator serving a list of tenants' namespaces confines each run
+        ((), "a", False),  # auto: one namespace, as operator-sdk's test projects run
+        ((), "", False),  # auto: all namespaces, as Kiali's operator runs by default
+        (("--run-namespaces=own",), "", True),
+        (("--run-namespaces=own",), "a", True),
+        (("--run-namespaces=any",), "a,b", False),
+    ],
+)
+def test_run_namespaces_confines_runs_where_the_operator_serves_several(
+    argv: tuple[str, ...], watch: str, confined: bool
+) -> None:
+    assert config(*argv, env={"WATCH_NAMESPACE": watch}).confine_runs is confined
+
+
+def test_run_namespaces_takes_only_its_three_values() -> None:
+    with pytest.raises(SystemExit):
+        config("--run-namespaces=all")

@@ -206,3 +206,27 @@ def test_blacklist_entry_with_empty_group_is_the_core_group(tmp_path: Path) -> N
     )
     [watch] = load_watches(write(tmp_path, text), roles_paths=[ROLES], env={})
     assert watch.blacklist == frozenset({GVK("", "v1", "Secret")})
+
+
+def test_run_namespaces_are_namespace_names(tmp_path: Path) -> None:
+    text = "- version: v1\n  kind: Foo\n  role: memcached\n  runNamespaces: [ops, shared-config]\n"
+    [watch] = load_watches(write(tmp_path, text), roles_paths=[ROLES], env={})
+    assert watch.run_namespaces == frozenset({"ops", "shared-config"})
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("ops", "must be a list"),
+        ("[Ops]", "runNamespaces[0]': must be a lower-case DNS label"),
+        ("['../b']", "runNamespaces[0]': must be a lower-case DNS label"),
+        ("[1]", "runNamespaces[0]': must be a string"),
+        ("[" + ", ".join(f"n{i}" for i in range(65)) + "]", "at most 64"),
+        ("['" + "a" * 64 + "']", "longer than 63"),
+    ],
+)
+def test_bad_run_namespaces_are_a_config_error_naming_the_field(tmp_path: Path, value: str, problem: str) -> None:
+    path = write(tmp_path, f"- version: v1\n  kind: Foo\n  role: memcached\n  runNamespaces: {value}\n")
+    with pytest.raises(ConfigError, match="runNamespaces") as refused:
+        load_watches(path, roles_paths=[ROLES], env={})
+    assert problem in str(refused.value)

@@ -20,6 +20,7 @@ from typing import Any
 
 DEFAULT_ADDRESS = "http://localhost:5050/metrics"
 URL_ENV = "HYBRID_OPERATOR_USER_METRICS_URL"
+TOKEN_ENV = "HYBRID_OPERATOR_USER_METRICS_TOKEN"  # the receiver's secret, for its URL only
 TIMEOUT = 10.0
 KINDS = ("counter", "gauge", "histogram", "summary")
 _OBSERVE = {"observe": {"type": "float", "required": False}}
@@ -77,11 +78,15 @@ def payload(args: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
-def send(url: str, body: Mapping[str, Any], timeout: float = TIMEOUT) -> tuple[int, str]:
-    """POST the body; (HTTP status, response text), or (0, why it could not be sent)."""
-    request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
-    )
+def send(
+    url: str, body: Mapping[str, Any], timeout: float = TIMEOUT, environ: Mapping[str, str] = os.environ
+) -> tuple[int, str]:
+    """POST the body; (HTTP status, response text), or (0, why it could not be sent). To the operator's own
+    receiver (``URL_ENV``) only, with the secret it gave its runs (``TOKEN_ENV``): it hears nobody else."""
+    headers = {"Content-Type": "application/json"}
+    if environ.get(TOKEN_ENV) and url == environ.get(URL_ENV):
+        headers["Authorization"] = f"Bearer {environ[TOKEN_ENV]}"
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # address() allows http(s) only
             return int(response.status), response.read(4096).decode(errors="replace")
