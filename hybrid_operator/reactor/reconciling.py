@@ -111,8 +111,8 @@ class Reconciler:
         # What our own last write returned, per object: a requeue soon after it may start before the watch
         # has delivered that write, and must not run on the status from before it. Kept for WRITTEN_TTL
         # seconds (oldest first), long past any watch's delay: with thousands of objects at rest it must not
-        # hold a second copy of each.
-        self._written: OrderedDict[Key, tuple[float, KubeObject]] = OrderedDict()
+        # hold a second copy of each (``tidy`` drops expired ones when a worker is idle; compact JSON meanwhile).
+        self._written: OrderedDict[Key, tuple[float, bytes | KubeObject]] = OrderedDict()
         self._written_lock = threading.Lock()
         self._floored: set[Key] = set()  # objects whose role asked for a requeue under MIN_REQUEUE (logged once)
         # Per-run kubeconfigs hold the proxy's secret: a private dir, never the artifacts; gone at close().
@@ -319,7 +319,7 @@ class Reconciler:
         """The cached object, or our own later write of it if the watch has not caught up yet."""
         with self._written_lock:
             entry = self._written.pop(key, None) if cached is None else self._written.get(key)
-        mine = entry[1] if entry is not None else None
+        mine = storing.decode(entry[1]) if entry is not None else None
         if cached is None or mine is None:
             return cached
         if _resource_version(mine) > _resource_version(cached):
@@ -329,10 +329,16 @@ class Reconciler:
         return cached
 
     def _remember_write(self, key: Key, written: KubeObject) -> None:
+        stored = storing.encode(storing.strip(written))
+        with self._written_lock:
+            self._written[key] = (time.monotonic(), stored)
+            self._written.move_to_end(key)
+        self.tidy()
+
+    def tidy(self) -> None:
+        """Forget our own writes older than WRITTEN_TTL (the workers call this whenever they are idle)."""
         now = time.monotonic()
         with self._written_lock:
-            self._written[key] = (now, storing.strip(written))
-            self._written.move_to_end(key)
             while self._written:
                 oldest_key, (at, _obj) = next(iter(self._written.items()))
                 if now - at <= WRITTEN_TTL:

@@ -62,6 +62,7 @@ class Workers:
         while not self.stop.is_set():
             key = self.queue.get(timeout=1.0)
             if key is None:
+                self.reconciler.tidy()  # idle: forget what only a busy moment needed
                 continue
             if not self._may_run(key):
                 self.queue.done(key)

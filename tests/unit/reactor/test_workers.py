@@ -79,6 +79,9 @@ class FakeReconciler:
     def report(self, key: Key, ctx: Any, reason: str, message: str) -> None:
         self.reports.append((key, reason, message))
 
+    def tidy(self) -> None:
+        self.tidied = True
+
 
 class FakeKind:
     def __init__(self, uids: dict[tuple[str, str], str]) -> None:
