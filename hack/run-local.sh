@@ -33,10 +33,14 @@ fi
 # another user to make tee write wherever they like.
 logfile=$(mktemp -d "${TMPDIR:-/tmp}/hybrid-operator-run-local.XXXXXX")/operator.log
 log "starting the operator (log: $logfile)"
+# tee ignores Ctrl-C (it reaches the whole process group): it must stay to pass on the operator's last lines,
+# its stop, to the terminal and the log.
 hybrid-operator run --watches-file watches.yaml --health-probe-bind-address 127.0.0.1:0 \
-  --metrics-bind-address 127.0.0.1:0 "$@" > >(tee "$logfile" >&2) 2>&1 &
+  --metrics-bind-address 127.0.0.1:0 "$@" > >(trap '' INT && exec tee "$logfile" >&2) 2>&1 &
 pid=$!
-trap 'kill -TERM $pid 2>/dev/null; wait $pid' INT TERM
+# Ctrl-C reaches the operator too (one process group): the SIGTERM on top of it may come at any moment, and
+# the operator's stop takes both. Then this script ends with it, wherever it was.
+trap 'kill -TERM $pid 2>/dev/null; wait $pid; exit $?' INT TERM
 sleep 2
 kubectl apply -f deploy/samples/foo.yaml >&2
 if [ "$cloud" = 1 ]; then kubectl apply -f deploy/samples/vm.yaml >&2; fi

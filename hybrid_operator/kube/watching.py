@@ -1,6 +1,7 @@
 """List-then-watch one kind in one namespace (or all), keeping a local copy of every object.
 
-One ``Informer`` per (kind, namespace) runs in its own thread, started by the reactor's orchestration.
+One ``Informer`` per (kind, namespace) runs in its own thread from ``start`` to ``stop`` (a
+``lifecycle.Runnable``), started by the reactor's watched kinds (``reactor.kinds``) and dependent watches.
 It lists (paginated), then watches from the list's resourceVersion with bookmarks, resumes from the last
 resourceVersion it saw when a stream ends or the network fails (with capped backoff), and lists again when
 the server answers 410 Gone. On a re-list it reports the differences (objects gone meanwhile come out as
@@ -29,6 +30,7 @@ from hybrid_operator import metrics
 from hybrid_operator.kube import storing
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource, TooLarge
 from hybrid_operator.kube.objects import key_of, meta_of, resource_version_of
+from hybrid_operator.lifecycle import Loop
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,7 @@ class Informer:
         label_selector: str = "",
         page_size: int = 500,
         backoff_cap: float = 30.0,
+        stopping: threading.Event | None = None,
         keep: Keep | None = None,
         full: bool = True,
     ) -> None:
@@ -73,6 +76,23 @@ class Informer:
         self._progress = time.monotonic()  # last time a list, a watch or an event got through
         self._last_error = ""
         self._delivered = False  # the current (or last) watch handed on at least one event or bookmark
+        # ``stopping``: its owner's event, which stops all of the owner's informers at once.
+        self._loop = Loop(f"watch-{resource.gvk.kind}-{namespace or 'all'}", self.run, stopping)
+
+    # -- the lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._loop.start()
+
+    def stop(self, deadline: float | None = None) -> bool:
+        """Stop after the current request: a watch ends within ``READ_TIMEOUT``, never waited for here."""
+        self._loop.stopping.set()
+        return True
+
+    def ready(self) -> tuple[bool, str]:
+        if not self.synced.is_set():
+            return False, "not synced yet"
+        return self.health()
 
     # -- the store -------------------------------------------------------------------------------------
 

@@ -1,11 +1,12 @@
 """Dependent watches: when a child a role created drifts or disappears, reconcile its owner again.
 
-The API proxy reports each kind a run creates, and each object a run reads that belongs to its owner's
-kind (``on_child``: so a restarted operator whose runs only read and patch finds its children again);
-the first time a kind shows up for an owner whose watch has ``watchDependentResources`` (and is not
-blacklisted; cluster-scoped children only with ``watchClusterScopedResources``), an informer starts for
-it, in the watched namespaces. Its events map back to
-the owner through the controller ownerReference or operator-sdk's ``primary-resource`` annotations.
+The API proxy reports each kind a run creates, and each object a run reads that belongs to its owner's kind
+(``on_child``: so a restarted operator whose runs only read and patch finds its children again); the first
+time a kind shows up for an owner whose watch has ``watchDependentResources`` (and is not blacklisted;
+cluster-scoped children only with ``watchClusterScopedResources``), an informer starts for it, in the
+watched namespaces. Its events map back to the owner through the controller ownerReference or operator-sdk's
+``primary-resource`` annotations. Started and stopped by the lifecycle with what only the leader runs (a
+``lifecycle.Runnable``): ``stop`` ends every informer started here.
 
 No reconcile storms (operator-sdk#3950, #4906): creations are ignored (the role just made them), and an
 update counts only when it changes what a person declared: the generation for kinds that have one, else
@@ -49,6 +50,7 @@ from hybrid_operator.kube.objects import (
 )
 from hybrid_operator.kube.owners import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Child
 from hybrid_operator.kube.watching import Informer
+from hybrid_operator.lifecycle import Loop
 from hybrid_operator.proxy.cachereads import Caches
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, Key, WorkQueue
 from hybrid_operator.settings.watches import Watch
@@ -139,7 +141,7 @@ class DependentWatches:
         self.keep_bodies = keep_bodies  # whole children (the proxy answers reads from them), else metadata_only
         self.queue = queue
         self.namespaces = namespaces
-        self.stop = stop
+        self.stopping = stop
         self._by_owner_kind = {(w.gvk.api_version, w.gvk.kind): w for w in watches}
         self._by_kind_group = {(w.gvk.kind, w.gvk.group): w for w in watches}
         self._started: set[GVK] = set()
@@ -150,6 +152,21 @@ class DependentWatches:
             {} if any(w.skip_converged_at_start for w in watches) else None
         )
         self._lock = threading.Lock()
+
+    # -- the lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        pass  # a dependent kind's informers start when a run first reports one (``on_child``)
+
+    def stop(self, deadline: float) -> bool:
+        """Stop every informer started here (they share ``stopping``)."""
+        self.stopping.set()
+        return True
+
+    def ready(self) -> tuple[bool, str]:
+        with self._lock:
+            started = sum(len(informers) for informers in self._informers.values())
+        return True, f"{started} dependent watches"
 
     def on_child(self, child: Child) -> None:
         watch = self._by_owner_kind.get((child.owner.api_version, child.owner.kind))
@@ -173,10 +190,11 @@ class DependentWatches:
     def _watch_kind(self, watch: Watch, gvk: GVK) -> None:
         with self._lock:
             self._kinds_of.setdefault(watch.gvk, set()).add(gvk)
-            if gvk in self._started:
+            if gvk in self._started or self.stopping.is_set():
                 return
             self._started.add(gvk)
-        threading.Thread(target=self._start, args=(gvk,), name=f"dependent-{gvk.kind}", daemon=True).start()
+        # Resolved in a thread of its own, which ends after one discovery request.
+        Loop(f"dependent-{gvk.kind}", lambda _stopping: self._start(gvk), self.stopping).start()
 
     def _start(self, gvk: GVK) -> None:
         try:
@@ -191,7 +209,13 @@ class DependentWatches:
         for namespace in namespaces:
             keep = None if self.keep_bodies else metadata_only
             informer = Informer(
-                self.kube, resource, self._handle, namespace=namespace, keep=keep, full=self.keep_bodies
+                self.kube,
+                resource,
+                self._handle,
+                namespace=namespace,
+                stopping=self.stopping,
+                keep=keep,
+                full=self.keep_bodies,
             )
             informers.append(informer)
             if self.caches is not None:
@@ -199,12 +223,7 @@ class DependentWatches:
         with self._lock:
             self._informers[gvk] = informers
         for informer in informers:
-            threading.Thread(
-                target=informer.run,
-                args=(self.stop,),
-                name=f"dependent-{gvk.kind}-{informer.namespace or 'all'}",
-                daemon=True,
-            ).start()
+            informer.start()
         log.info("watching dependent %s to keep owners converged", gvk)
 
     # -- what a run left: for skipConvergedAtStart -------------------------------------------------------

@@ -1,13 +1,14 @@
 """The workers: threads that take keys from the queue, reconcile them, and requeue what comes next.
 
-Used by ``orchestration.Operator`` (as many workers as the global cap). For each key: with
-``--sharding``, ask the ring first (a key that is not ours is dropped, one a peer has not drained yet is
-parked); reconcile through the ``Reconciler``; then requeue as the outcome says (periodic, requeue_after,
-backoff after a failure) or act on ``failures.judge``'s verdict for an error. ``alive`` is the
-``/healthz`` check: no worker died, none stuck past the run timeout. Idle workers also tidy: the
-reconciler forgets what only a busy moment needed, and once no run has ended for ``trim_after`` seconds
-after some work, the C heaps give their freed pages back (``heap.trim``), so the memory of a burst of runs
-does not stay resident at rest.
+Built by ``orchestration`` (as many workers as the global cap), started and stopped by the lifecycle with
+what only the leader runs (a ``lifecycle.Runnable``); ``stop`` lets the runs in progress finish, until the
+deadline. For each key: with ``--sharding``, ask the ring first (a key that is not ours is dropped, one a
+peer has not drained yet is parked); reconcile through the ``Reconciler``; then requeue as the outcome says
+(periodic, requeue_after, backoff after a failure) or act on ``failures.judge``'s verdict for an error.
+``alive`` is the ``/healthz`` check: no worker died, none stuck past the run timeout. Idle workers also
+tidy: the reconciler forgets what only a busy moment needed, and once no run has ended for ``trim_after``
+seconds after some work, the C heaps give their freed pages back (``heap.trim``), so the memory of a burst
+of runs does not stay resident at rest.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class Workers:
         ring: Callable[[], Ring | None],
         stuck_after: float,
     ) -> None:
-        self.count, self.queue, self.kinds, self.reconciler, self.stop = count, queue, kinds, reconciler, stop
+        self.count, self.queue, self.kinds, self.reconciler = count, queue, kinds, reconciler
+        self.stopping = stop
         self.ring = ring
         self.stuck_after = stuck_after  # seconds in one reconcile before /healthz calls a worker stuck
         self.threads: list[threading.Thread] = []
@@ -57,6 +59,18 @@ class Workers:
             thread.start()
             self.threads.append(thread)
 
+    def stop(self, deadline: float) -> bool:
+        """Take no more keys; wait until ``deadline`` for the runs in progress. True if all ended."""
+        self.stopping.set()
+        self.queue.shutdown()
+        finished = self.join(deadline)
+        if not finished:
+            log.warning("graceful shutdown timeout reached; abandoning running reconciles")
+        return finished
+
+    def ready(self) -> tuple[bool, str]:
+        return self.alive()
+
     def join(self, deadline: float) -> bool:
         """Wait until ``deadline`` (monotonic) for the workers to end; True if all did."""
         for thread in self.threads:
@@ -65,7 +79,7 @@ class Workers:
 
     def _work(self) -> None:
         name = threading.current_thread().name
-        while not self.stop.is_set():
+        while not self.stopping.is_set():
             key = self.queue.get(timeout=1.0)
             if key is None:
                 self._tidy()
@@ -114,6 +128,9 @@ class Workers:
             outcome = self.reconciler.reconcile(key, kind.ctx)
         except Exception as exc:
             metrics.RECONCILE_RESULTS.labels(key.gvk, "error").inc()
+            if self.stopping.is_set():  # abandoned at the deadline: its executor closed under it, no bug
+                log.info("reconcile of %s cut short by the stop: %s", key, exc)
+                return
             self._after_error(key, kind, exc)
             return
         finally:
@@ -153,7 +170,7 @@ class Workers:
 
     def alive(self) -> tuple[bool, str]:
         dead = [t.name for t in self.threads if not t.is_alive()]
-        if dead and not self.stop.is_set():
+        if dead and not self.stopping.is_set():
             return False, "workers died: " + ", ".join(dead)
         now = time.monotonic()
         stuck = [name for name, since in list(self._busy_since.items()) if now - since > self.stuck_after]

@@ -233,7 +233,8 @@ def test_a_watch_by_any_spelling_the_api_server_takes_is_capped_and_ends_with_it
     proxy = ApiProxy(Kube.connect(kubeconfig), inject=True, on_child=lambda c: None, max_streams_per_run=2)
     proxy.start()
     try:
-        token = run_client(proxy, objects.namespace, tmp_path).configuration.api_key["authorization"]
+        kubeconfig_text = proxy.kubeconfig_for(Owner("v1", "ConfigMap", "owner", objects.namespace, "uid"), "run")
+        token = "Bearer " + json.loads(kubeconfig_text)["users"][0]["user"]["token"]
         target = f"{proxy.address}/api/v1/namespaces/{objects.namespace}/configmaps?watch={value}"
         pool = urllib3.PoolManager()
         answers = [

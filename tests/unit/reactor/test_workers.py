@@ -217,6 +217,21 @@ def test_a_bug_is_logged_with_its_traceback(caplog: pytest.LogCaptureFixture) ->
     assert str(KEY) in record.getMessage()
 
 
+def test_a_run_cut_short_by_the_stop_is_no_crash(caplog: pytest.LogCaptureFixture) -> None:
+    """At the stop's deadline the executor closes under the runs still going: their error is the stop's, not a
+    bug, and nothing is requeued."""
+
+    def cut_short() -> Outcome:
+        setup.stop.set()
+        raise RuntimeError("the executor is closed")
+
+    setup = Setup(cut_short)
+    with caplog.at_level(logging.INFO, logger="hybrid_operator.reactor.workers"):
+        assert setup.work() == [("done", KEY)]
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.WARNING]
+    assert f"reconcile of {KEY} cut short by the stop: the executor is closed" in caplog.text
+
+
 def test_a_temporary_error_is_logged_without_a_traceback(caplog: pytest.LogCaptureFixture) -> None:
     setup = Setup(ApiError(503, "Unavailable"))
     with caplog.at_level(logging.INFO, logger="hybrid_operator.reactor.workers"):
