@@ -5,7 +5,9 @@ Built by ``orchestration``, started and stopped by the lifecycle with what only 
 backoff) for a CRD that is not installed yet, starts the kind's informers, and turns their events into queue
 keys: a new object, a new generation, a deletion mark, or (when asked) an annotation change; status-only
 updates, including our own, never wake an object. With ``--sharding`` an object the ring does not give this
-replica stays in the cache only. ``watches_synced`` is the ``/readyz`` check of all of it.
+replica stays in the cache only. A watch with ``skipConvergedAtStart`` hands a listed object that its record
+says is converged to ``resuming`` instead of the queue. ``watches_synced`` is the ``/readyz`` check of all
+of it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from hybrid_operator import eventlog
 from hybrid_operator.errors import OperatorError
@@ -26,6 +29,7 @@ from hybrid_operator.proxy.cachereads import Caches
 from hybrid_operator.reactor.filtering import event_priority, wants_reconcile
 from hybrid_operator.reactor.queueing import Key, WorkQueue
 from hybrid_operator.reactor.reconciling import KindContext
+from hybrid_operator.reactor.resuming import Resumer
 from hybrid_operator.reactor.wiring import kind_context
 from hybrid_operator.settings.config import Config
 from hybrid_operator.settings.watches import Watch
@@ -65,10 +69,12 @@ class Kinds:
         caches: Caches,
         stop: threading.Event,
         owns: Callable[[str], bool],
+        resumer: Resumer | None = None,
     ) -> None:
         self.config, self.watches, self.kube, self.queue, self.caches = config, watches, kube, queue, caches
         self.stopping = stop
         self.owns = owns  # uid -> whether this replica runs it (always true without sharding)
+        self.resumer = resumer  # with skipConvergedAtStart: records runs, holds back converged objects
         self.by_gvk: dict[str, Kind] = {}
         self._starters = [Loop(f"start-{w.gvk.kind}", functools.partial(self._start_kind_safely, w)) for w in watches]
 
@@ -111,26 +117,28 @@ class Kinds:
     def _start_kind(self, watch: Watch) -> None:
         resource = self._discover(watch)
         gvk = str(watch.gvk)
+        informers: dict[str, Informer] = {}  # filled below; the context's lookup reads it
+        on_event = eventlog.event_logger(self.config.logging.run_events)
+        kind = Kind(kind_context(self.config, watch, resource, cache_lookup(informers), on_event=on_event), informers)
+        resumes = self.resumer is not None and self.resumer.enabled(watch, resource)
+        if resumes:
+            kind.ctx.record = functools.partial(self._record, watch)
         namespaces = (
             self.config.watching.namespaces if resource.namespaced and self.config.watching.namespaces else ("",)
         )
-        informers = {
-            namespace: Informer(
+        for namespace in namespaces:
+            informers[namespace] = Informer(
                 self.kube,
                 resource,
-                self._handler(watch, gvk),
+                self._handler(watch, gvk, kind if resumes else None),
                 namespace=namespace,
                 label_selector=watch.selector,
                 keep=functools.partial(bounded, limit=self.config.watching.max_object_entries),
                 stopping=self.stopping,
             )
-            for namespace in namespaces
-        }
-        on_event = eventlog.event_logger(self.config.logging.run_events)
-        ctx = kind_context(self.config, watch, resource, cache_lookup(informers), on_event=on_event)
         for informer in informers.values():
             self.caches.add(informer)
-        self.by_gvk[gvk] = Kind(ctx, informers)  # before any event can reach a worker
+        self.by_gvk[gvk] = kind  # before any event can reach a worker
         for informer in informers.values():
             informer.start()
         log.info(
@@ -154,17 +162,31 @@ class Kinds:
                 self.stopping.wait(delay)
                 delay = min(30.0, delay * 2)
 
-    def _handler(self, watch: Watch, gvk: str) -> Callable[[str, KubeObject | None, KubeObject], None]:
+    def _record(self, watch: Watch, key: Key, obj: KubeObject, succeeded: bool) -> dict[str, Any] | None:
+        assert self.resumer is not None
+        return self.resumer.record(watch, key, obj, succeeded)
+
+    def _handler(
+        self, watch: Watch, gvk: str, resumed: Kind | None
+    ) -> Callable[[str, KubeObject | None, KubeObject], None]:
+        """``resumed``: the kind, when its watch skips converged objects at start-up."""
+
         def handle(event_type: str, old: KubeObject | None, new: KubeObject) -> None:
             key = Key.of(gvk, new)
             if event_type == "DELETED":
                 self.queue.discard(key)
             elif not self.owns(uid_of(new)):
                 return  # another replica's object: it stays in our cache only
-            elif wants_reconcile(watch, event_type, old, new):
+            elif wants_reconcile(watch, event_type, old, new) and not self._held(watch, resumed, event_type, key, new):
                 self.queue.add(key, priority=event_priority(event_type, new))
 
         return handle
+
+    def _held(self, watch: Watch, resumed: Kind | None, event_type: str, key: Key, obj: KubeObject) -> bool:
+        """A listed object its record says was converged: held back to be checked, then skipped or run."""
+        if event_type != "ADDED" or resumed is None or self.resumer is None:
+            return False
+        return self.resumer.hold(watch, key, obj, resumed.ctx.reconcile_period)
 
     def watches_synced(self) -> tuple[bool, str]:
         """Every kind resolved, every informer healthy and synced (the ``/readyz`` check, once started)."""

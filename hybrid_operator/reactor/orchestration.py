@@ -24,13 +24,14 @@ import uuid
 from pathlib import Path
 
 from hybrid_operator import metrics
-from hybrid_operator.kube.client import Kube
+from hybrid_operator.kube.client import Kube, KubeObject
 from hybrid_operator.kube.leases import LeaderElector
-from hybrid_operator.lifecycle import Group, Lifecycle
+from hybrid_operator.lifecycle import Group, Lifecycle, Loop
 from hybrid_operator.proxy.cachereads import Caches
 from hybrid_operator.reactor.dependents import DependentWatches
 from hybrid_operator.reactor.kinds import Kinds
-from hybrid_operator.reactor.queueing import WorkQueue
+from hybrid_operator.reactor.queueing import Key, WorkQueue
+from hybrid_operator.reactor.resuming import Resumer
 from hybrid_operator.reactor.sharding.callbacks import RingCallbacks
 from hybrid_operator.reactor.sharding.members import MemberLeases
 from hybrid_operator.reactor.sharding.ring import Ring, abandon, member_id
@@ -55,7 +56,13 @@ class Operator:
         )
         self.caches = Caches()  # every informer's store, readable by the proxy with --proxy-cache-reads
         self.dependents = DependentWatches(
-            kube, self.queue, watches, config.watching.namespaces, threading.Event(), self.caches
+            kube,
+            self.queue,
+            watches,
+            config.watching.namespaces,
+            threading.Event(),
+            self.caches,
+            keep_bodies=config.proxy.cache_reads,
         )
         runtime = build_runtime(
             config,
@@ -65,7 +72,12 @@ class Operator:
         )
         runtime.add_to(lifecycle)  # from here on the lifecycle closes the executor, whatever happens
         self.ring: Ring | None = None  # with --sharding: which objects are ours
-        self.kinds = Kinds(config, watches, kube, self.queue, self.caches, threading.Event(), self._owns)
+        self.resumer = (
+            Resumer(watches, config.runs.roles_paths, self.dependents, self.queue, self._lookup)
+            if any(w.skip_converged_at_start for w in watches)
+            else None
+        )
+        self.kinds = Kinds(config, watches, kube, self.queue, self.caches, threading.Event(), self._owns, self.resumer)
         self.workers = Workers(
             config.reconciles.max_concurrent_total * 2,  # the queue's regular and spare lanes
             self.queue,
@@ -85,11 +97,17 @@ class Operator:
         else:
             metrics.IS_LEADER.set(1)
         lifecycle.add(Group.LEADING, "workers", self.workers)
+        if self.resumer is not None:  # before the watches: it takes the converged objects they list
+            lifecycle.add(Group.LEADING, "start-up checks", Loop("resume-check", self.resumer.run))
         lifecycle.add(Group.LEADING, "watches", self.kinds, check="watches")
         lifecycle.add(Group.LEADING, "dependent watches", self.dependents)
 
     def _owns(self, uid: str) -> bool:
         return self.ring is None or self.ring.owns(uid)
+
+    def _lookup(self, key: Key) -> KubeObject | None:
+        kind = self.kinds.get(key.gvk)
+        return kind.ctx.lookup(key.namespace, key.name) if kind is not None else None
 
 
 def run_operator(config: Config, watches: list[Watch], probes: Probes, lifecycle: Lifecycle) -> int:

@@ -5,7 +5,10 @@ what only the leader runs (a ``lifecycle.Runnable``); ``stop`` lets the runs in 
 deadline. For each key: with ``--sharding``, ask the ring first (a key that is not ours is dropped, one a
 peer has not drained yet is parked); reconcile through the ``Reconciler``; then requeue as the outcome says
 (periodic, requeue_after, backoff after a failure) or act on ``failures.judge``'s verdict for an error.
-``alive`` is the ``/healthz`` check: no worker died, none stuck past the run timeout.
+``alive`` is the ``/healthz`` check: no worker died, none stuck past the run timeout. Idle workers also
+tidy: the reconciler forgets what only a busy moment needed, and once no run has ended for ``trim_after``
+seconds after some work, the C heaps give their freed pages back (``heap.trim``), so the memory of a burst
+of runs does not stay resident at rest.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from hybrid_operator import logs, metrics
-from hybrid_operator.reactor import failures
+from hybrid_operator.reactor import failures, heap
 from hybrid_operator.reactor.failures import Retry
 from hybrid_operator.reactor.kinds import Kind, Kinds
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
@@ -46,6 +49,9 @@ class Workers:
         self.stuck_after = stuck_after  # seconds in one reconcile before /healthz calls a worker stuck
         self.threads: list[threading.Thread] = []
         self._busy_since: dict[str, float] = {}  # worker -> when its current reconcile started
+        self.trim_after = 10.0  # seconds without a run ending, after some work, before the heap is trimmed
+        self._last_run_ended = 0.0
+        self._trimmed = True  # nothing ran since the last trim
 
     def start(self) -> None:
         for i in range(self.count):
@@ -76,6 +82,7 @@ class Workers:
         while not self.stopping.is_set():
             key = self.queue.get(timeout=1.0)
             if key is None:
+                self._tidy()
                 continue
             if not self._may_run(key):
                 self.queue.done(key)
@@ -86,10 +93,19 @@ class Workers:
                     self._reconcile_one(key)
             finally:
                 self._busy_since.pop(name, None)
+                self._last_run_ended, self._trimmed = time.monotonic(), False
                 ring = self.ring()
                 if ring is not None:
                     ring.end(key)
                 self.queue.done(key)
+
+    def _tidy(self) -> None:
+        """An idle worker's chores: forget what only a busy moment needed; give a burst's memory back."""
+        self.reconciler.tidy()
+        idle = time.monotonic() - self._last_run_ended
+        if not self._trimmed and not self._busy_since and idle >= self.trim_after:
+            self._trimmed = True  # one trim per quiet spell, whichever idle worker gets here first
+            heap.trim()
 
     def _may_run(self, key: Key) -> bool:
         """Without sharding, always; with it, only what the ring says RUN to (it then counts as in flight)."""

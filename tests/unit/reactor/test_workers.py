@@ -14,6 +14,8 @@ import pytest
 
 from hybrid_operator.errors import InvalidObject, PermanentError, TemporaryError
 from hybrid_operator.kube.client import ApiError
+from hybrid_operator.reactor import heap
+from hybrid_operator.reactor import workers as workers_mod
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key
 from hybrid_operator.reactor.reconciling import Outcome
 from hybrid_operator.reactor.sharding.rules import Verdict
@@ -78,6 +80,9 @@ class FakeReconciler:
 
     def report(self, key: Key, ctx: Any, reason: str, message: str) -> None:
         self.reports.append((key, reason, message))
+
+    def tidy(self) -> None:
+        self.tidied = True
 
 
 class FakeKind:
@@ -352,3 +357,22 @@ def test_a_busy_worker_within_its_time_passes_the_check(release: threading.Event
     assert detail.startswith("1 workers")
     release.set()
     assert setup.workers.join(time.monotonic() + 5)
+
+
+# -- idle chores -------------------------------------------------------------------------------------------
+
+
+def test_an_idle_worker_tidies_and_trims_the_heap_once_after_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    trims: list[bool] = []
+    monkeypatch.setattr(workers_mod.heap, "trim", lambda: trims.append(True) or True)
+    setup = Setup(Outcome(succeeded=True))
+    setup.workers.trim_after = 0.0
+    setup.work()  # one run, then the queue is idle
+    assert trims == [True] and getattr(setup.reconciler, "tidied", False)
+    setup.stop.clear()
+    setup.work()  # idle again with no run since: no second trim
+    assert trims == [True]
+
+
+def test_the_heap_trim_never_raises() -> None:
+    assert heap.trim() in (True, False)
