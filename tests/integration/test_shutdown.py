@@ -40,7 +40,7 @@ ROUNDS = 50
 GRACE = 3.0  # --graceful-shutdown-timeout: shorter than the longest run, so some stops abandon runs
 SLACK = 2.0  # what follows the drain (the executor, the proxy, the servers) and the interpreter's exit
 # run-local.sh ends after the operator, once the command it was in (a kubectl, a sleep) and tee have ended:
-SCRIPT_SLACK = 2.0
+SCRIPT_SLACK = 4.0
 CTRL_C_ROUNDS = 3
 
 
@@ -181,6 +181,42 @@ def living_members(session: int) -> list[str]:
     return found
 
 
+def operator_in(session: int) -> int:
+    """The pid of the operator run-local.sh started in ``session``."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rpartition(")")[2].split()
+            cmdline = (stat.parent / "cmdline").read_bytes().split(b"\0")
+            if int(fields[3]) == session and any(arg.endswith(b"hybrid-operator") for arg in cmdline[:2]):
+                return int(stat.parent.name)
+    raise AssertionError(f"no operator in session {session}:\n{session_table(session)}")
+
+
+def wait_for_exit(pid: int, timeout: float) -> bool:
+    """Whether process ``pid`` (not our child) ended, or is a zombie, within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def session_table(session: int) -> str:
+    """``ps`` of what runs in ``session``, with each process's state and where it waits (for a failure)."""
+    done = subprocess.run(
+        ["ps", "-o", "pid,ppid,pgid,stat,wchan:24,etime,args", "-g", str(session)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout + done.stderr
+
+
 def test_ctrl_c_in_run_locals_terminal_ends_the_operator_within_the_grace_period(
     kubeconfig: str, crds: None, objects: Objects, tmp_path: Path
 ) -> None:
@@ -208,10 +244,21 @@ def test_ctrl_c_in_run_locals_terminal_ends_the_operator_within_the_grace_period
         try:
             wait_until(lambda t=terminal: "applied the samples" in t.text(), 120, "run-local.sh to start the operator")
             time.sleep(rng.uniform(0.0, 4.0))
+            operator = operator_in(terminal.proc.pid)
             terminal.ctrl_c()
-            took = until_gone(terminal.proc, GRACE + SLACK + SCRIPT_SLACK)
+            began = time.monotonic()
             what = f"round {round_} (seed {seed})"
-            assert took is not None, f"{what}: run-local.sh still running after Ctrl-C:\n{terminal.text()[-3000:]}"
+            operator_gone = wait_for_exit(operator, GRACE + SLACK)
+            assert operator_gone, (
+                f"{what}: the operator still running {GRACE + SLACK:g}s after Ctrl-C:\n{terminal.text()[-3000:]}\n"
+                f"its session:\n{session_table(terminal.proc.pid)}"
+            )
+            took = until_gone(terminal.proc, GRACE + SLACK + SCRIPT_SLACK - (time.monotonic() - began))
+            assert took is not None, (
+                f"{what}: run-local.sh still running after Ctrl-C, the operator gone:\n{terminal.text()[-3000:]}\n"
+                f"its session:\n{session_table(terminal.proc.pid)}"
+            )
+            took = time.monotonic() - began
             assert living_members(terminal.proc.pid) == [], f"{what}: left behind:\n{terminal.text()[-3000:]}"
             assert "Traceback" not in terminal.text(), terminal.text()
             assert "received SIGINT" in terminal.text() or "received SIGTERM" in terminal.text(), terminal.text()
