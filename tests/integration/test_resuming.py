@@ -13,20 +13,17 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from tests.integration.conftest import ROOT, Objects, OperatorProcess, wait_until
+from tests.integration.conftest import Objects, OperatorProcess, wait_until
 from tests.integration.test_foo import G, P, V, available, foo, replicas_of
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def skipping_watches(tmp_path: Path) -> Path:
-    path = tmp_path / "watches-skip.yaml"
-    path.write_text(
-        f"- version: v1alpha1\n  group: samplecontroller.k8s.io\n  kind: Foo\n  role: {ROOT / 'roles' / 'foo'}\n"
-        "  watchDependentStatusChanges: true\n  skipConvergedAtStart: true\n"
-    )
-    return path
+def skipping_watches(foo_watches: Path) -> Path:
+    """The shipped Foo watch (``foo_watches``) with ``skipConvergedAtStart`` on."""
+    foo_watches.write_text(foo_watches.read_text() + "  skipConvergedAtStart: true\n")
+    return foo_watches
 
 
 def runs_of(op: OperatorProcess, name: str) -> int:
