@@ -37,7 +37,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 G, V, P = "test.hybrid-operator.dev", "v1", "demos"
 WATCHES = FIXTURES / "projects" / "demo" / "watches.yaml"
-ROUNDS = 50
+# Rounds of the back-to-back signals: 20 in CI (each setup six times or more), more on demand.
+ROUNDS = int(os.environ.get("HYBRID_OPERATOR_STOP_ROUNDS", "20"))
 GRACE = 3.0  # --graceful-shutdown-timeout: shorter than the longest run, so some stops abandon runs
 SLACK = 2.0  # what follows the drain (the executor, the proxy, the servers) and the interpreter's exit
 # run-local.sh ends after the operator, once the command it was in (a kubectl, a sleep) and tee have ended:
