@@ -22,6 +22,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 RUN_LABEL = "bench.hybrid-operator.dev/run"
+FAKE_NODE = "kwok.x-k8s.io/node"
 
 Obj = dict[str, Any]
 
@@ -226,6 +227,29 @@ class Cluster:
             if conditions.get("ContainersReady") == "True" and conditions.get("Ready") == "False":
                 stuck += 1
         return stuck
+
+    def ensure_pod_room(self, pods: int, per_node: int) -> None:
+        """Enough fake (kwok) nodes for ``pods`` more pods, ``per_node`` a node: the bed starts with one of
+        10,000; the bench adds ``kwok-node-N`` copies of it (kwok runs every node annotated as fake)."""
+        nodes = [n for n in self.core.list_node().items if (n.metadata.annotations or {}).get(FAKE_NODE) == "fake"]
+        if not nodes:
+            return
+        template = nodes[0]
+        for index in range(len(nodes), -(-pods // per_node)):
+            name = f"kwok-node-{index}"
+            self.core.create_node(
+                {
+                    "metadata": {
+                        "name": name,
+                        "annotations": {FAKE_NODE: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                        "labels": {**(template.metadata.labels or {}), "kubernetes.io/hostname": name},
+                    },
+                    "status": {
+                        "allocatable": dict(template.status.allocatable or {}),
+                        "capacity": dict(template.status.capacity or {}),
+                    },
+                }
+            )
 
     def deployment_replicas(self, namespace: str) -> dict[str, int]:
         """Name -> spec.replicas of every Deployment in the namespace."""

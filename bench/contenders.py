@@ -17,6 +17,9 @@ this is upstream's switch to do the same.
 ``warm-cache`` is ``warm`` with ``--proxy-cache-reads=true``: the runs' reads of kinds the operator watches
 (a Foo's Deployment) are answered from its informers' caches.
 
+``warm-skip`` is ``warm`` with ``skipConvergedAtStart`` on the Foo watch: at start-up, a Foo its last run
+converged (and whose Deployment nobody changed since) is not run again.
+
 ``warm-sharded-N`` is ``warm`` as N replicas with ``--sharding`` (their ring's Leases in the contender's
 namespace), replica i pinned to CPU i with ``taskset -c`` so that each has a core of its own: what
 scaling out buys, measured. The figures (CPU, runs) are summed over the replicas.
@@ -54,6 +57,7 @@ class Contender:
     # Deployment's status wakes its Foo); off, the foo role's timed requeue reads it (the peer's way).
     status_wake: bool = False
     cache_reads: bool = False  # ours: --proxy-cache-reads=true (runs' reads of watched kinds from the cache)
+    skip_converged: bool = False  # ours: the watch has skipConvergedAtStart (converged objects skip the start-up run)
 
     @property
     def slug(self) -> str:
@@ -72,6 +76,7 @@ CONTENDERS: dict[str, Contender] = {
     "warm": Contender("warm", "ours", "warm", True, status_wake=True),
     "warm-poll": Contender("warm-poll", "ours", "warm", True),
     "warm-cache": Contender("warm-cache", "ours", "warm", True, status_wake=True, cache_reads=True),
+    "warm-skip": Contender("warm-skip", "ours", "warm", True, status_wake=True, skip_converged=True),
     "peer": Contender("peer", "peer"),
     "warm-sharded-1": Contender("warm-sharded-1", "ours", "warm", True, replicas=1, status_wake=True),
     "warm-sharded-2": Contender("warm-sharded-2", "ours", "warm", True, replicas=2, status_wake=True),

@@ -118,7 +118,10 @@ def _seen(metrics_port: int) -> float:
     return sum(metric_sum(text, name) for name in names)
 
 
-def _start(tools: Tools, source: Path, namespaces: str, label: str) -> tuple[subprocess.Popen[bytes], int]:
+def _start(
+    tools: Tools, source: Path, namespaces: str, label: str, watches: Path | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
+    """The operator of ``source`` on ``namespaces``, ready; ``watches``: default the Foo watch (status wakes)."""
     health, metrics = free_port(), free_port()
     env = {**os.environ, "KUBECONFIG": tools.kubeconfig, "WATCH_NAMESPACE": namespaces}
     if source != ROOT:  # never the repository itself: its operator.py would shadow the standard library
@@ -133,7 +136,8 @@ def _start(tools: Tools, source: Path, namespaces: str, label: str) -> tuple[sub
         check=True,
     )
     print(f"  operator package: {Path(where.stdout.strip()).parent}", flush=True)
-    cmd = [sys.executable, "-m", "hybrid_operator", "run", "--watches-file", str(watches_file(tools, (FOO,), True))]
+    watches = watches or watches_file(tools, (FOO,), True)
+    cmd = [sys.executable, "-m", "hybrid_operator", "run", "--watches-file", str(watches)]
     cmd += ["--health-probe-bind-address", f"127.0.0.1:{health}", "--metrics-bind-address", f"127.0.0.1:{metrics}"]
     cmd += ["--user-metrics-bind-address", "127.0.0.1:0", "--runner-artifacts-dir", str(tools.work / label)]
     with (tools.work / f"operator-{label}.log").open("wb") as out:

@@ -5,6 +5,9 @@
   scale, since contenders differ by 10x and more).
 - ``<json stem>-p2-<N>.png``: for each P2 size, how many Foos had converged how many seconds after they were
   created, per contender (the slope is the throughput; where a line ends, that contender was done).
+- ``<json stem>-restart-<N>.png``: for each restart size, the start-up work done (runs, and for ours the
+  objects its start-up check decided) over the seconds since the process started, per contender, with a mark
+  where the new Foo created right after /readyz became ``Successful``.
 
 Drawn from the JSON alone (``python -m bench.plots RESULT.json`` draws an older run), with matplotlib's
 file-only backend, which the test extras install.
@@ -90,7 +93,38 @@ def write(run: Result, json_path: Path) -> list[Path]:
         fig.tight_layout()
         written.append(_save(fig, json_path, f"p2-{count}"))
         plt.close(fig)
+    for count, by in ((run.get("scenarios") or {}).get("restart") or {}).items():
+        path = _restart_plot(plt, count, by, json_path, stamp)
+        if path is not None:
+            written.append(path)
     return written
+
+
+def _restart_plot(plt: Any, count: str, by: Result, json_path: Path, stamp: str) -> Path | None:
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    drawn = False
+    for contender, result in by.items():
+        points = [(float(t), float(w)) for t, w in (result or {}).get("progress") or []]
+        if not points:
+            continue
+        line = ax.step([0.0] + [t for t, _ in points], [0.0] + [w for _, w in points], where="post", label=contender)
+        newcomer, ready = (result or {}).get("newcomer_seconds"), (result or {}).get("ready_seconds")
+        if newcomer is not None and ready is not None:
+            ax.axvline(ready + newcomer, color=line[0].get_color(), linestyle=":", alpha=0.8)
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xscale("symlog", linthresh=10)
+    ax.set_xlabel("seconds since the operator started (dotted: the new Foo Successful)")
+    ax.set_ylabel("start-up work done (runs + checks)")
+    ax.set_title(f"restart: {count} converged Foos exist, the operator starts (bench run {stamp})", fontsize=10)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = _save(fig, json_path, f"restart-{count}")
+    plt.close(fig)
+    return path
 
 
 def _save(fig: Any, json_path: Path, what: str) -> Path:

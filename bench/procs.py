@@ -82,6 +82,11 @@ def tree(root: int) -> list[Proc]:
     return list(found.values())
 
 
+def read(pid: int) -> Proc | None:
+    """One process's figures (None when it is gone)."""
+    return _read_stat(pid)
+
+
 def usage(root: int) -> Usage:
     procs = tree(root)
     return Usage(

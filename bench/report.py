@@ -222,6 +222,9 @@ def table(run: Result) -> str:
         out.append("  runs are counted before SIGTERM; the runs in flight then (at most one per worker) finish too")
     for name in ("heavy", "kiali"):
         out += _workload_block(name, scen.get(name), contenders)
+    out += [
+        line for count, res in (scen.get("restart") or {}).items() for line in _restart_block(count, res, contenders)
+    ]
     errors = [
         f"  {s} {c}: {r.get('error') or r.get('problem')}"
         for s, by in _flat(scen)
@@ -256,10 +259,42 @@ def _workload_block(name: str, res: Result | None, contenders: list[str]) -> lis
     return ["", *_block(title, contenders, res, rows)]
 
 
+def _restart_block(count: str, res: Result, contenders: list[str]) -> list[str]:
+    """The restart scenario: the world's setup (once), then each contender's start on it."""
+    rows = [
+        Row("ready (/readyz)", _key("ready_seconds"), _secs),
+        Row("first run", _key("first_run_seconds"), _secs),
+        Row("start-up work done", _key("startup_done_seconds"), _secs),
+        Row("new Foo -> Successful", _key("newcomer_seconds"), _secs),
+        Row("  runs before it", _key("runs_before_newcomer"), _count, ratios=False),
+        Row("runs", _key("runs"), _count, ratios=False),
+        Row("  skipped (checked)", _key("startup_checks", "skipped"), _count, ratios=False),
+        Row("  drifted (run)", _key("startup_checks", "drifted"), _count, ratios=False),
+        Row("CPU until done (tree)", _key("cpu_seconds"), _secs),
+        Row("main RSS at rest", _key("main_rss_at_rest_bytes"), _mib),
+        Row("tree RSS at rest", _key("tree_rss_at_rest_bytes"), _mib),
+    ]
+    lines = [
+        "",
+        *_block(
+            f"restart: {count} converged Foos (and their Deployments) exist, the operator starts", contenders, res, rows
+        ),
+    ]
+    setup = next((r["setup"] for r in res.values() if isinstance(r, dict) and r.get("setup")), None)
+    if setup:
+        lines.append(
+            f"  setup (ours, once): {count} Foos converged in {setup['converge_seconds']:.0f} s ({setup['runs']:.0f} "
+            f"runs); main process RSS {_mib(setup['main_rss_empty_bytes'])} empty, "
+            f"{_mib(setup['main_rss_at_rest_bytes'])} at rest: "
+            f"{setup['bytes_per_foo_and_deployment'] / 1024:.1f} KiB per Foo and its Deployment"
+        )
+    return lines
+
+
 def _flat(scen: Result) -> list[tuple[str, dict[str, Any]]]:
     flat: list[tuple[str, dict[str, Any]]] = []
     for name, value in scen.items():
-        if name in ("p1", "p2"):
+        if name in ("p1", "p2", "restart"):
             flat += [(f"{name} {sub}", by) for sub, by in value.items()]
         else:
             flat.append((name, value))

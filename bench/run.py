@@ -5,6 +5,7 @@
     python -m bench --scenarios p1,p2 --p2 200,1000           # P2 at two sizes
     python -m bench --scenarios heavy --contenders warm,peer --plot   # the heavy role, with pictures
     python -m bench --scenarios kiali --kiali ~/src/kiali-operator    # Kiali's operator from a checkout
+    python -m bench --scenarios restart --restart 1000 --contenders warm-skip,warm,peer   # N Foos exist, start
     python -m bench --cleanup                                 # delete namespaces an interrupted run left
 
 The cluster is $KUBECONFIG (or --kubeconfig), else the local test bed (``hack/local-cluster.sh up``;
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SCENARIOS = ("p1", "p2", "p3", "p4", "heavy", "kiali")
+SCENARIOS = ("p1", "p2", "p3", "p4", "heavy", "kiali", "restart")
 DEFAULT_SCENARIOS = ("p1", "p2", "p3", "p4")
 FULL = {"p1": 30, "p2": "200", "p3": 5000, "p3_idle": 60.0, "p4_runs": 10000}
 QUICK = {"p1": 5, "p2": "20", "p3": 200, "p3_idle": 30.0, "p4_runs": 200}
@@ -61,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--p4-runs", type=int, help=f"P4 runs before the artifacts are measured (default {FULL['p4_runs']})")
     a("--p4-objects", type=int, default=10, help="P4 objects reconciled every second (default 10)")
     a("--heavy", type=int, default=5, help="heavy and kiali: rounds (create, change, delete) after a warm-up")
+    a(
+        "--restart",
+        default="1000",
+        help="restart: converged Foos the contenders start on; several sizes comma-separated (default 1000)",
+    )
     a("--kiali", type=Path, help="kiali: a checkout of kiali/kiali-operator (the scenario is skipped without)")
     a("--plot", action="store_true", help="also write PNGs next to the JSON (matplotlib)")
     a("--p1-timeout", type=float, default=120, help="seconds to wait for one P1 object")
@@ -108,6 +114,7 @@ def _settings(args: argparse.Namespace) -> Any:
         p3_timeout=args.p3_timeout,
         p4_timeout=args.p4_timeout,
         heavy_rounds=args.heavy,
+        restart=tuple(int(s) for s in str(args.restart).split(",") if s.strip()),
     )
 
 
@@ -266,7 +273,7 @@ def _run_all(
     ctx: Context, run: dict[str, Any], scenarios: list[str], active: list[str], kiali: Path | None = None
 ) -> None:
     """Scenario by scenario, contender by contender; a contender that fails gets an error, the rest go on."""
-    from bench import workloads
+    from bench import restarting, workloads
     from bench.contenders import CONTENDERS
     from bench.scenarios import idle_baseline, p1, p2, p3, p4, say
 
@@ -276,6 +283,8 @@ def _run_all(
         steps: list[tuple[str, Callable[[Contender], dict[str, Any]]]]
         if scenario == "p2":
             steps = [(str(n), functools.partial(p2, ctx, count=n)) for n in ctx.settings.p2]
+        elif scenario == "restart":
+            steps = [(str(n), functools.partial(restarting.scenario, ctx, count=n)) for n in ctx.settings.restart]
         elif scenario in ("heavy", "kiali"):
             steps = [("", functools.partial(workloads.scenario, ctx, which=scenario, kiali_path=kiali))]
         else:

@@ -1,4 +1,5 @@
-"""The four scenarios. Each starts one contender fresh in a namespace of its own, measures, stops it.
+"""The four scenarios. Each starts one contender fresh in a namespace of its own, measures, stops it
+(the restart scenario, ``restarting``, shares one world of converged Foos between the contenders).
 
 - P1 latency: create one object, wait for ``Successful=True``, next; N times for the trivial role and
   for the Foo role, after one warm-up object each (not counted: it pays for caches and imports).
@@ -50,6 +51,7 @@ class Settings:
     settle: float = 5.0
     namespace_timeout: float = 300.0
     heavy_rounds: int = 5  # heavy and kiali: rounds after one warm-up round
+    restart: tuple[int, ...] = (1000,)  # restart: converged Foos the contenders start on
 
 
 @dataclass
@@ -60,6 +62,8 @@ class Context:
     run_id: str
     namespaces: list[str] = field(default_factory=list)  # created and not yet seen gone
     idle_baseline: Result | None = None
+    worlds: dict[int, Any] = field(default_factory=dict)  # restart: the converged Foos per size
+    worlds_reported: dict[int, bool] = field(default_factory=dict)
 
 
 def say(message: str) -> None:
@@ -85,17 +89,22 @@ def foo_body(name: str, replicas: int = 1) -> Obj:
     }
 
 
-def watches_file(tools: Tools, kinds: tuple[Kind, ...], status_wake: bool = False) -> Path:
+def watches_file(tools: Tools, kinds: tuple[Kind, ...], status_wake: bool = False, *, skip: bool = False) -> Path:
     """A watches.yaml for these kinds with absolute role paths (the peer needs them); ``status_wake``: the
-    Foo watch declares ``watchDependentStatusChanges``, as the project's watches.yaml does."""
+    Foo watch declares ``watchDependentStatusChanges``, as the project's watches.yaml does; ``skip``: every
+    watch has ``skipConvergedAtStart``."""
     roles = {
         TRIVIAL: ROOT / "bench" / "projects" / "trivial" / "roles" / "trivial",
         FOO: ROOT / "roles" / "foo",
     }
-    path = tools.work / ("watches-" + "-".join(k.plural for k in kinds) + ("-wake" if status_wake else "") + ".yaml")
+    suffix = ("-wake" if status_wake else "") + ("-skip" if skip else "")
+    path = tools.work / ("watches-" + "-".join(k.plural for k in kinds) + suffix + ".yaml")
     wake = "  watchDependentStatusChanges: true\n" if status_wake else ""
+    skipping = "  skipConvergedAtStart: true\n" if skip else ""
     entries = [
-        f"- version: {k.version}\n  group: {k.group}\n  kind: {k.kind}\n  role: {roles[k]}\n{wake if k == FOO else ''}"
+        f"- version: {k.version}\n  group: {k.group}\n  kind: {k.kind}\n  role: {roles[k]}\n"
+        + (wake if k == FOO else "")
+        + skipping
         for k in kinds
     ]
     path.write_text("---\n" + "".join(entries))

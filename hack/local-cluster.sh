@@ -97,10 +97,18 @@ port_of() { sed -n "s/^$1=//p" "$state/ports" 2>/dev/null; }
 
 # ---------------------------------------------------------------------------------------------- up
 
+# A component keeps no descriptor of its caller's: one it inherited (the lock of a `flock LOCK hack/...`, a
+# test runner's pipe) would stay held for as long as the bed runs, and `flock` would never be released.
 start_bg() { # component logfile command...
   local what=$1 logfile=$2
   shift 2
-  nohup "$@" >>"$logfile" 2>&1 </dev/null &
+  (
+    for fd in /proc/self/fd/*; do
+      fd=${fd##*/}
+      if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    exec nohup "$@" >>"$logfile" 2>&1 </dev/null
+  ) &
   echo $! >"$(pidfile "$what")"
 }
 
@@ -172,17 +180,26 @@ start_kwok() {
     --server-address "127.0.0.1:$(port_of kwok)"
 }
 
-wait_ready() { # component: until it answers its health check
+healthy() { # component: 0 if it answers its health check now
   local pki=$state/pki
   case $1 in
-  etcd) wait_for etcd 30 curl -fsS "http://127.0.0.1:$(port_of etcd)/health" ;;
+  etcd) curl -fsS --max-time 3 "http://127.0.0.1:$(port_of etcd)/health" ;;
   kube-apiserver)
-    wait_for kube-apiserver 90 curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
+    curl -fsS --max-time 3 --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
       "https://127.0.0.1:$(port_of apiserver)/readyz"
     ;;
-  kube-controller-manager) wait_for "$1" 60 curl -kfsS "https://127.0.0.1:$(port_of controller-manager)/healthz" ;;
-  kube-scheduler) wait_for "$1" 60 curl -kfsS "https://127.0.0.1:$(port_of scheduler)/healthz" ;;
-  kwok) wait_for kwok 60 curl -fsS "http://127.0.0.1:$(port_of kwok)/healthz" ;;
+  kube-controller-manager) curl -kfsS --max-time 3 "https://127.0.0.1:$(port_of controller-manager)/healthz" ;;
+  kube-scheduler) curl -kfsS --max-time 3 "https://127.0.0.1:$(port_of scheduler)/healthz" ;;
+  kwok) curl -fsS --max-time 3 "http://127.0.0.1:$(port_of kwok)/healthz" ;;
+  *) return 0 ;; # the real node's: realnode_wait_ready knows how to ask them
+  esac
+}
+
+wait_ready() { # component: until it answers its health check
+  case $1 in
+  etcd) wait_for etcd 30 healthy etcd ;;
+  kube-apiserver) wait_for kube-apiserver 90 healthy kube-apiserver ;;
+  kube-controller-manager | kube-scheduler | kwok) wait_for "$1" 60 healthy "$1" ;;
   *) realnode_wait_ready "$1" ;;
   esac
 }
@@ -250,6 +267,25 @@ all_running() {
   for c in "${components[@]}"; do running "$c" || return 1; done
 }
 
+all_healthy() {
+  local c
+  for c in "${components[@]}"; do healthy "$c" >/dev/null 2>&1 || return 1; done
+}
+
+# A component whose recorded process still runs but does not answer its health check is on its way out
+# (signalled, and draining on its ports: kube-apiserver has been seen taking 50 s) or wedged. Started beside
+# it, a new one would find its ports taken, or its clients would talk to the old one until it is gone ("not
+# ready after 60s"): stop it, and wait until it is gone, before starting it again.
+stop_unhealthy() {
+  local c
+  for c in "${components[@]}"; do
+    if running "$c" && ! healthy "$c" >/dev/null 2>&1; then
+      log "$c (pid $(cat "$(pidfile "$c")")) runs but does not answer: stopping it before starting it again"
+      stop_component "$c" "${LOCAL_CLUSTER_STOP_GRACE:-5}"
+    fi
+  done
+}
+
 # A bed whose components can come back as they were: its ports, etcd's data and the certificates are all
 # there (a bed made before the peer port was recorded cannot, and is started afresh).
 resumable() {
@@ -279,7 +315,7 @@ cmd_up() {
   fi
   build_all
   [ -z "${real_node:-}" ] || realnode_build
-  if [ -f "$state/admin.kubeconfig" ] && all_running; then
+  if [ -f "$state/admin.kubeconfig" ] && all_running && all_healthy; then
     log "already running (name $name)"
     echo "$state/admin.kubeconfig"
     return 0
@@ -287,6 +323,7 @@ cmd_up() {
   local started=$SECONDS c
   if resumable; then
     log "some components stopped; starting them again with their data and ports (name $name)"
+    stop_unhealthy
   else
     if [ -d "$state/run" ]; then
       log "some components stopped and the bed cannot be resumed; starting it afresh"

@@ -31,12 +31,27 @@ fi
 
 # A new private directory: a fixed name in a shared temporary dir could be planted (a symbolic link) by
 # another user to make tee write wherever they like.
-logfile=$(mktemp -d "${TMPDIR:-/tmp}/hybrid-operator-run-local.XXXXXX")/operator.log
+logdir=$(mktemp -d "${TMPDIR:-/tmp}/hybrid-operator-run-local.XXXXXX")
+logfile=$logdir/operator.log
+mkfifo "$logdir/output"
 log "starting the operator (log: $logfile)"
+# tee ignores Ctrl-C (it reaches the whole process group): it must stay to pass on the operator's last lines,
+# its stop, to the terminal and the log; this script waits for it before it ends.
+(trap '' INT && exec tee "$logfile" >&2) < "$logdir/output" &
+teepid=$!
 hybrid-operator run --watches-file watches.yaml --health-probe-bind-address 127.0.0.1:0 \
-  --metrics-bind-address 127.0.0.1:0 "$@" > >(tee "$logfile" >&2) 2>&1 &
+  --metrics-bind-address 127.0.0.1:0 "$@" > "$logdir/output" 2>&1 &
 pid=$!
-trap 'kill -TERM $pid 2>/dev/null; wait $pid' INT TERM
+# Ctrl-C reaches the operator too (one process group): the SIGTERM on top of it may come at any moment, and
+# the operator's stop takes both. Then this script ends with it, wherever it was, once tee has passed on
+# the operator's last line.
+finish() {
+  local code=0
+  wait "$pid" || code=$?
+  wait "$teepid" 2>/dev/null || true
+  exit "$code"
+}
+trap 'kill -TERM $pid 2>/dev/null; finish' INT TERM
 sleep 2
 kubectl apply -f deploy/samples/foo.yaml >&2
 if [ "$cloud" = 1 ]; then kubectl apply -f deploy/samples/vm.yaml >&2; fi
@@ -53,4 +68,4 @@ for _ in $(seq 60); do
   sleep 1
 done
 log "the operator keeps running; Ctrl-C stops it"
-wait $pid
+finish

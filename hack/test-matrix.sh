@@ -42,7 +42,7 @@ leg() {
   leg_bin=$(hack/bootstrap.sh "$minor" | tail -n 1)
   read -r version python < <(version_of "$leg_bin")
   printf '\n--> ansible-core %s on Python %s\n' "$version" "$python"
-  if ! "$leg_bin/pytest" -p no:cacheprovider -q "${LEG_TESTS[@]}"; then
+  if ! "$leg_bin/pytest" -p no:cacheprovider -q -n 2 --dist loadgroup "${LEG_TESTS[@]}"; then
     printf -- '--> ansible-core %s on Python %s: FAILED after %d s\n' "$version" "$python" $((SECONDS - started))
     return 1
   fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this):
-#   lint and types -> unit tests -> integration tests on a real API server -> the images (built by
+#   lint and types -> unit tests -> integration tests on a real API server (side by side on pytest-xdist
+#   workers, then the serial ones) -> the images (built by
 #   hack/build-image.sh, run on the test bed) -> the real node (hack/test-realnode.sh: deploy/ on a bed
 #   with a real kubelet and containerd) -> Molecule (default scenario)
 #   -> the other supported ansible-core minors -> the canary (newest ansible-core; never fails CI)
@@ -14,7 +15,7 @@
 # cannot be built, the run fails. The real-node step needs root on Debian and the image;
 # HYBRID_OPERATOR_SKIP_REALNODE=1 skips it, saying so. The matrix and the canary are hack/test-matrix.sh;
 # HYBRID_OPERATOR_SKIP_MATRIX=1 skips both. Each step's time is printed at the end.
-#   hack/test.sh [pytest args...]
+#   hack/test.sh [pytest args...]   (given to each pytest part)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -35,6 +36,23 @@ step() {
 # shellcheck source=hack/lib/prometheus.sh
 . "$root/hack/lib/prometheus.sh"
 
+started_bed=0 started_cloud=0
+cleanup() {
+  if [ -z "${HYBRID_OPERATOR_KEEP_TESTBED:-}" ]; then
+    if [ "$started_bed" = 1 ]; then hack/local-cluster.sh down || true; fi
+    if [ "$started_cloud" = 1 ] && [ "${LOCAL_CLOUD_KEEP:-}" != 1 ]; then hack/local-cloud.sh down >/dev/null 2>&1 || true; fi
+  fi
+}
+trap cleanup EXIT
+# The local OpenStack comes up in the background (a minute of its own, mostly beside the lint), unless a
+# cloud of the user's is named; the OpenStack tests' session fixture finds it running and leaves it to us.
+cloud_log=$(mktemp)
+if [ -z "${HYBRID_OPERATOR_SKIP_CLOUD:-}${OS_CLOUD:-}${OS_CLIENT_CONFIG_FILE:-}" ] && ! hack/local-cloud.sh status >/dev/null 2>&1; then
+  hack/local-cloud.sh up >"$cloud_log" 2>&1 &
+  cloud_pid=$!
+  started_cloud=1
+fi
+
 step "lint: ruff, mypy, yamllint, ansible-lint, hadolint, shellcheck, CRDs from the roles, the docs site, alert rules"
 ruff check .
 ruff format --check .
@@ -54,25 +72,38 @@ ensure_prometheus
 promtool check rules deploy/prometheus/rules.yaml
 promtool test rules tests/prometheus/rules_test.yaml
 
-started_bed=0
 if [ -z "${KUBECONFIG:-}" ]; then
   step "local Kubernetes test bed"
   KUBECONFIG=$(hack/local-cluster.sh up | tail -n 1)
   export KUBECONFIG
   started_bed=1
 fi
-cleanup() {
-  if [ "$started_bed" = 1 ] && [ -z "${HYBRID_OPERATOR_KEEP_TESTBED:-}" ]; then
-    hack/local-cluster.sh down || true
-  fi
-}
-trap cleanup EXIT
 eval "$(hack/local-cluster.sh env | grep PATH)"
 
-step "pytest: unit, integration, cloud"
-markers=(-m "not image and not realnode")
-if [ -n "${HYBRID_OPERATOR_SKIP_CLOUD:-}" ]; then markers=(-m "not cloud and not image and not realnode"); fi
-pytest -p no:cacheprovider -ra --durations=25 "${markers[@]}" "$@"
+# pytest in three parts (extra arguments go to each; a part they select nothing of is skipped, exit 5):
+# the unit tests on 2 workers, alone (some measure time in milliseconds); then the integration and cloud
+# tests not marked serial, side by side on the one bed on $workers pytest-xdist workers (a test file, or a
+# group of files, is one unit of work: tests/conftest.py and tests/integration/conftest.py say how a test
+# fits); then the serial ones, alone.
+workers=${HYBRID_OPERATOR_TEST_WORKERS:-4}
+besides="not image and not realnode"
+if [ -n "${HYBRID_OPERATOR_SKIP_CLOUD:-}" ]; then besides="not cloud and $besides"; fi
+part() { # pytest arguments...
+  local rc=0
+  pytest -p no:cacheprovider -ra "$@" || rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 5 ] || exit "$rc"
+}
+step "pytest, unit tests (2 workers)"
+part --durations=10 -n 2 --dist loadgroup -m "not integration and not cloud and $besides" "$@"
+if [ "$started_cloud" = 1 ]; then
+  step "local OpenStack: waiting for its start"
+  wait "$cloud_pid" || { tail -n 40 "$cloud_log"; die "hack/local-cloud.sh up failed"; }
+fi
+step "pytest, integration and cloud tests in parallel ($workers workers on the one bed)"
+part --durations=25 -n "$workers" --dist loadgroup --no-loadscope-reorder \
+  -m "(integration or cloud) and not serial and $besides" "$@"
+step "pytest, serial: the tests that must be alone on the bed"
+part --durations=10 -m "serial and $besides" "$@"
 
 if [ -n "${HYBRID_OPERATOR_SKIP_IMAGE:-}" ]; then
   step "images: SKIPPED (HYBRID_OPERATOR_SKIP_IMAGE is set)"

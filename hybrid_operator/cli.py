@@ -1,11 +1,13 @@
 """Command line: ``hybrid-operator run`` (and ``check``, ``reconcile``, ``generate``, ``new``, ``create``).
 
-The entry point behind operator.py. ``run`` parses flags (``config``), sets up logging, loads watches.yaml
-(a bad file stops here, naming the entry and field), connects to the API server, starts the probe and
-metrics servers and the receiver of role metrics (``receiving``), optionally waits for the leader Lease,
-runs the ``Operator`` until SIGTERM/SIGINT, then drains it within ``--graceful-shutdown-timeout`` and exits
-0. ``reconcile FILE`` is one reconcile without watching (``reactor.oneshot``); ``generate crds``, ``new``
-and ``create api`` work on the project's files (``project``).
+The entry point behind operator.py. ``run`` parses flags (``config``), sets up logging, makes SIGTERM and
+SIGINT requests to stop (``lifecycle``), loads watches.yaml (a bad file stops here, naming the entry and
+field), builds the probe and metrics servers and the receiver of role metrics (``receiving``), and hands them
+to the lifecycle with the operator's parts (``reactor.orchestration``): it starts them in order (waiting for
+the leader Lease with ``--leader-elect``), runs until SIGTERM/SIGINT, then stops them in the reverse order
+within ``--graceful-shutdown-timeout`` and exits 0. ``reconcile FILE`` is one reconcile without watching
+(``reactor.oneshot``); ``generate crds``, ``new`` and ``create api`` work on the project's files
+(``project``).
 """
 
 from __future__ import annotations
@@ -13,23 +15,21 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
-from http.server import ThreadingHTTPServer
 from importlib import metadata
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from hybrid_operator import logs
 from hybrid_operator import metrics as metrics_mod
 from hybrid_operator.errors import ConfigError
+from hybrid_operator.httpbounds import BoundedServer
+from hybrid_operator.lifecycle import Group, Lifecycle
 from hybrid_operator.reactor.orchestration import run_operator
 from hybrid_operator.serving import health, receiving
 from hybrid_operator.serving.metricsauth import gate_for
 from hybrid_operator.serving.tlsserving import ServerTLS
-from hybrid_operator.settings.config import Config, add_run_flags
+from hybrid_operator.settings.config import Config, Serving, add_run_flags, logging_of
 from hybrid_operator.settings.watches import load_watches
 
 log = logging.getLogger("hybrid_operator")
@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         return _reconcile_file(args)
     if args.command in ("new", "create"):
         return _scaffold(args)
-    logs.setup(args.log_format, args.log_level)
+    logging = logging_of(args)
+    logs.setup(logging.format, logging.level)
     for flag in getattr(args, "ignored_flags", []):
         log.warning("%s is accepted for operator-sdk compatibility and has no effect here", flag)
     try:
@@ -156,7 +157,8 @@ def _check_porting(watches: list[Any], watches_file: Path, *, strict: bool) -> i
     if findings:
         more = f" ({len(findings) - len(shown)} not shown)" if len(findings) > len(shown) else ""
         print(
-            f"{len(findings)} place(s){more} that ansible-core 2.19+ reads differently from 2.18: see {porting.PAGE}",
+            f"{len(findings)} place(s){more} a role may not do what it means (on ansible-core 2.19+, or with a "
+            f"spec key of that name): see {porting.PAGE}",
             file=sys.stderr,
         )
     return 1 if findings and strict else 0
@@ -168,13 +170,20 @@ def _reconcile_file(args: argparse.Namespace) -> int:
 
     from hybrid_operator.reactor import oneshot
 
-    logs.setup(args.log_format, "WARNING" if args.log_level == "INFO" else args.log_level)
+    logging = logging_of(args)
+    logs.setup(logging.format, "WARNING" if logging.level == "INFO" else logging.level)
     try:
         config = Config.from_args(args)
         obj = oneshot.load_object(Path(args.file))  # the input first: bad input costs no watches.yaml read
-        watches = load_watches(config.watches_file, roles_paths=config.roles_paths)
-        _receive_role_metrics("127.0.0.1:0")  # a role's osdk_metric succeeds; the numbers go nowhere
-        once = oneshot.reconcile_once(config, watches, obj, check=args.check, on_event=_print_task_lines)
+        watches = load_watches(config.watching.watches_file, roles_paths=config.runs.roles_paths)
+        receiver = _role_metrics_receiver("127.0.0.1:0")  # a role's osdk_metric succeeds; the numbers go nowhere
+        if receiver is not None:
+            receiver.start()
+        try:
+            once = oneshot.reconcile_once(config, watches, obj, check=args.check, on_event=_print_task_lines)
+        finally:
+            if receiver is not None:
+                receiver.stop()
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -250,51 +259,43 @@ def _generate_crds(args: argparse.Namespace) -> int:
 
 
 def _run(config: Config) -> int:
-    watches = load_watches(config.watches_file, roles_paths=config.roles_paths)
-    metrics_mod.set_build_info(version(), _ansible_version())
     probes = health.Probes()
-    servers = [
-        health.serve(config.health_address, probes, metrics=False),
-        _serve_metrics(config, probes),
-        _receive_role_metrics(config.user_metrics_address),
-    ]
-    stopping = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s: finishing running reconciles", signal.Signals(signum).name)
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    try:
-        return run_operator(config, watches, probes, stopping)
-    finally:
-        for server in servers:
+    with Lifecycle(config.reconciles.graceful_shutdown_timeout, probes.ready) as lifecycle:
+        lifecycle.record_signals()  # from here on SIGTERM and SIGINT only ask the lifecycle to stop
+        watches = load_watches(config.watching.watches_file, roles_paths=config.runs.roles_paths)
+        metrics_mod.set_build_info(version(), _ansible_version())
+        servers = [
+            ("health probes", health.server(config.serving.health_address, probes, metrics=False)),
+            ("metrics", _metrics_server(config.serving, config.watching.kubeconfig, probes)),
+            ("role metrics receiver", _role_metrics_receiver(config.serving.user_metrics_address)),
+        ]
+        for name, server in servers:
             if server is not None:
-                server.shutdown()
+                lifecycle.add(Group.SERVERS, name, server)
+        return run_operator(config, watches, probes, lifecycle)
 
 
-def _serve_metrics(config: Config, probes: health.Probes) -> ThreadingHTTPServer | None:
+def _metrics_server(serving: Serving, kubeconfig: str | None, probes: health.Probes) -> BoundedServer | None:
     """/metrics as --metrics-secure and --metrics-require-rbac ask: plain, HTTPS, or HTTPS for allowed callers."""
     tls: ServerTLS | None = None
-    if config.metrics_secure:
-        if config.metrics_cert_dir is not None:
-            tls = ServerTLS.from_dir(config.metrics_cert_dir, config.metrics_cert_name, config.metrics_key_name)
+    if serving.metrics_secure:
+        if serving.metrics_cert_dir is not None:
+            tls = ServerTLS.from_dir(serving.metrics_cert_dir, serving.metrics_cert_name, serving.metrics_key_name)
         else:
             tls = ServerTLS()
-    gate = gate_for(config.kubeconfig) if config.metrics_require_rbac else None
-    return health.serve(config.metrics_address, None, metrics=True, tls=tls, gate=gate, scraped=probes.publish)
+    gate = gate_for(kubeconfig) if serving.metrics_require_rbac else None
+    return health.server(serving.metrics_address, None, metrics=True, tls=tls, gate=gate, scraped=probes.publish)
 
 
-def _receive_role_metrics(address: str) -> ThreadingHTTPServer | None:
-    """Start the receiver for osdk_metric and tell every run where it is (runs inherit our environment).
+def _role_metrics_receiver(address: str) -> BoundedServer | None:
+    """The receiver for osdk_metric, bound; every run is told where it is (runs inherit our environment).
 
     A busy port is not fatal, unlike upstream: role metrics are an extra, reconciling is the job. Runs are
     then told the receiver is off, so their osdk_metric fails with that reason instead of reaching
     whichever process holds the port.
     """
     try:
-        server = receiving.serve(address)
+        server = receiving.server(address)
     except OSError as exc:
         log.error("role metrics are off: cannot listen on %s (--user-metrics-bind-address): %s", address, exc)
         server = None

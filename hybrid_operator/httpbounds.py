@@ -24,6 +24,9 @@ traceback: that is the client's business, and 308 of them in one probe drowned t
 A handler that switches protocols (the proxy's exec relay, ``proxy.streaming``) takes the connection over
 with ``detach``: from then on the server only counts it as served, and the handler bounds its life itself.
 
+A ``BoundedServer`` is a ``lifecycle.Runnable``: bound when built, serving from ``start`` in a thread of
+its own, closed by ``stop``.
+
 Why not aiohttp: these bounds are all http.server lacked for our four small servers, they are ours now and
 tested; the proxy's long-lived streams (exec, watches) need one thread each, which its slots already bound.
 """
@@ -42,6 +45,8 @@ from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from hybrid_operator.lifecycle import Loop
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -153,6 +158,26 @@ class BoundedServer(ThreadingHTTPServer):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, handler, bind_and_activate)
+        self._loop: Loop | None = None
+
+    def start(self) -> None:
+        """Serve in a thread of its own until ``stop``."""
+        if self._loop is None:
+            # A short poll: ``stop`` waits for the loop to notice, and every server of the operator stops in turn.
+            self._loop = Loop(f"http-{self.server_address[1]}", lambda _stopping: self.serve_forever(poll_interval=0.1))
+            self._loop.start()
+
+    def stop(self, deadline: float | None = None) -> bool:
+        """Stop serving (at once: a client's thread is never waited for) and close the listening socket."""
+        if self._loop is not None:
+            self.shutdown()
+        self.server_close()
+        return True
+
+    def ready(self) -> tuple[bool, str]:
+        if self._loop is None or not self._loop.alive:
+            return False, f"{self.name} not serving"
+        return True, f"{self.name} serving on port {self.server_address[1]}"
 
     def counts(self) -> tuple[int, int]:
         """(pending, served) connections now."""

@@ -127,6 +127,14 @@ READY = Gauge(
 LIVE = Gauge(
     "hybrid_operator_live", "1 when this /healthz check passes, by check (workers).", ["check"], registry=REGISTRY
 )
+STARTUP_CHECKS = Counter(
+    "hybrid_operator_startup_checks",
+    "Objects a watch with skipConvergedAtStart found converged at start-up, by kind and outcome: skipped"
+    " (its last run stands), drifted (a child changed meanwhile: run), unverified (its children could not be"
+    " checked in time: run).",
+    ["GVK", "result"],
+    registry=REGISTRY,
+)
 IS_LEADER = Gauge("hybrid_operator_leader", "1 when this replica is the leader (or runs alone).", registry=REGISTRY)
 
 

@@ -159,7 +159,7 @@ class FakeExecutor:
         self.during: Callable[[], None] | None = None
         self.error: Exception | None = None
         self.extra_ansible_args: str | None = None  # what the executor was built with, if a test records it
-        self.closed = False
+        self.started = self.closed = False
 
     def run(self, request: RunRequest) -> RunResult:
         self.requests.append(request)
@@ -173,8 +173,15 @@ class FakeExecutor:
             raise self.error
         return self.results.pop(0) if self.results else RunResult(run_id=request.run_id, ok=1)
 
+    def start(self) -> None:
+        self.started = True
+
+    def stop(self, deadline: float) -> bool:
+        self.close()
+        return True
+
     def ready(self) -> tuple[bool, str]:
-        return True, ""
+        return True, "ok"
 
     def close(self) -> None:
         self.closed = True
@@ -203,8 +210,12 @@ class FakeProxy:
     def start(self) -> None:
         self.started = True
 
-    def stop(self) -> None:
+    def stop(self, deadline: float | None = None) -> bool:
         self.stopped = True
+        return True
+
+    def ready(self) -> tuple[bool, str]:
+        return True, "ok"
 
     def kubeconfig_for(self, owner: Owner, run_id: str, reach: Reach = ANYWHERE) -> str:
         self.granted[run_id] = owner

@@ -18,19 +18,20 @@ __all__ = ["Executor", "build_executor"]
 
 def build_executor(config: Config, *, extra_ansible_args: str = "") -> Executor:
     """The executor ``run`` uses (also ``reconcile FILE``'s, which adds ``--check`` for a rehearsal)."""
+    runs = config.runs
     settings = ExecutorSettings(
-        artifacts_root=config.artifacts_dir,
-        artifacts_max_bytes=config.max_artifacts_bytes,
-        timeout=config.run_timeout,
-        ansible_args=" ".join(a for a in (config.ansible_args, extra_ansible_args) if a),
+        artifacts_root=runs.artifacts_dir,
+        artifacts_max_bytes=runs.max_artifacts_bytes,
+        timeout=runs.timeout,
+        ansible_args=" ".join(a for a in (runs.ansible_args, extra_ansible_args) if a),
         # Playbooks name roles by name: find them beside watches.yaml, as operator-sdk's image does.
-        roles_paths=(*config.roles_paths, config.watches_file.resolve().parent / "roles"),
-        collections_paths=config.collections_paths,
-        module_server=config.module_server,
-        inventory=config.inventory,
-        run_memory=config.run_memory,
+        roles_paths=(*runs.roles_paths, config.watching.watches_file.resolve().parent / "roles"),
+        collections_paths=runs.collections_paths,
+        module_server=runs.module_server,
+        inventory=runs.inventory,
+        run_memory=runs.memory,
     )
-    return _executor(config.executor, settings)
+    return _executor(runs.executor, settings)
 
 
 def _executor(executor_kind: str, settings: ExecutorSettings) -> Executor:

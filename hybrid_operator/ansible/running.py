@@ -84,9 +84,16 @@ class RunRequest:
 
 
 class Executor(Protocol):
-    """Runs reconciles. Implementations must be safe to call from several worker threads at once."""
+    """Runs reconciles. Implementations must be safe to call from several worker threads at once.
+
+    A ``lifecycle.Runnable``: ``start`` begins what warms it up, ``stop`` is ``close``.
+    """
 
     def run(self, request: RunRequest) -> RunResult: ...
+
+    def start(self) -> None: ...
+
+    def stop(self, deadline: float) -> bool: ...
 
     def ready(self) -> tuple[bool, str]:
         """Whether a run can start now, and why not."""
@@ -270,6 +277,13 @@ class RunnerExecutor:
         self.settings = settings
         self.setup = RunSetup(settings)
         self.store = self.setup.store
+
+    def start(self) -> None:
+        pass  # nothing to warm up: each run is a new process (the module server started with the setup)
+
+    def stop(self, deadline: float) -> bool:
+        self.close()
+        return True
 
     def ready(self) -> tuple[bool, str]:
         return runner_ready(self.setup)

@@ -98,6 +98,9 @@ class Resource:
     # kinds: SelfSubjectAccessReview, TokenReview...) are requests in the shape of an object, never stored:
     # the API server refuses them any metadata, and nothing could ever watch them.
     persisted: bool = True
+    # Whether the kind has a status subresource: then its status is written only through it, by whoever
+    # may update ``<plural>/status`` (the operator), never by an update of the object itself.
+    status_subresource: bool = False
 
     def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
         base = f"/apis/{self.gvk.group}/{self.gvk.version}" if self.gvk.group else f"/api/{self.gvk.version}"
@@ -217,6 +220,7 @@ class Kube:
             self._discovered[(group, version)] = time.monotonic()
         doc = self.request("GET", f"/apis/{group}/{version}" if group else f"/api/{version}")
         found: dict[str, Resource] = {}
+        names = {str(item.get("name", "")) for item in doc.get("resources", [])}
         for item in doc.get("resources", []):
             if "/" in item.get("name", ""):
                 continue  # subresources
@@ -226,6 +230,7 @@ class Kube:
                 item["name"],
                 bool(item["namespaced"]),
                 persisted=isinstance(verbs, list) and {"get", "list", "watch"} <= set(verbs),
+                status_subresource=f"{item['name']}/status" in names,
             )
         with self._lock:
             self._discovery[(group, version)] = found

@@ -1,10 +1,12 @@
 """Leader election with a coordination.k8s.io/v1 Lease: exactly one active replica.
 
-Used by ``reactor.orchestration`` when ``--leader-elect`` is set: a replica blocks in ``acquire`` (watching
-nothing, running nothing) until it holds the Lease, then renews it in the background; if it cannot renew
-within the renew deadline it reports the loss and the process exits so it never works without the
-Lease. Timing is upstream's (15 s lease, 10 s renew deadline, 2 s retry). Like client-go, expiry is
-judged by when *this* replica last saw the record change, not by the holder's clock.
+Built by ``reactor.orchestration`` when ``--leader-elect`` is set, and run by the lifecycle as its ELECTION (a
+``lifecycle.Runnable``): from ``start``, a thread of its own waits in ``acquire`` until this replica holds the
+Lease (the replica watches nothing and runs nothing meanwhile), calls ``on_leading`` (the lifecycle starts
+what only the leader runs), then renews it; if it cannot renew within the renew deadline it calls ``on_lost``
+and the process exits, so it never works without the Lease. ``stop`` gives the Lease up, after the runs ended.
+Timing is upstream's (15 s lease, 10 s renew deadline, 2 s retry). Like client-go, expiry is judged by when
+*this* replica last saw the record change, not by the holder's clock.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hybrid_operator.kube.client import ApiError, Kube
+from hybrid_operator.lifecycle import Loop
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +39,8 @@ class LeaderElector:
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
+        on_leading: Callable[[], None] = lambda: None,
+        on_lost: Callable[[], None] = lambda: None,
     ) -> None:
         self.kube = kube
         self.path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
@@ -49,6 +54,27 @@ class LeaderElector:
         self._observed_at = 0.0
         self._last_contact = 0.0  # last time the Lease could be read or written
         self.leading = threading.Event()
+        self.on_leading, self.on_lost = on_leading, on_lost
+        self._loop = Loop("lease", self._lead)
+
+    # -- the lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._loop.start()
+
+    def stop(self, deadline: float) -> bool:
+        """Stop trying or renewing, then give the Lease up (if still ours) so a stand-by takes over at once."""
+        stopped = self._loop.stop(deadline)
+        self.release()
+        return stopped
+
+    def ready(self) -> tuple[bool, str]:
+        return self.can_lead()
+
+    def _lead(self, stopping: threading.Event) -> None:
+        if self.acquire(stopping):
+            self.on_leading()
+            self.keep(stopping, self.on_lost)
 
     def can_lead(self) -> tuple[bool, str]:
         """Readiness of a replica: the leader, or a stand-by that can reach its Lease to take over."""

@@ -11,7 +11,7 @@ A leaf module: imported by ``kube``, ``settings`` (a watch names a ``GVK``), ``a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
@@ -166,23 +166,30 @@ _KEPT_META = (
 )
 
 
-def count_entries(value: Any, limit: int) -> int:
-    """How many entries ``value`` holds (each mapping item and list element, at any depth), counting at
-    most to ``limit + 1``; iterative, so any depth is walked without recursion."""
-    count = 0
-    stack = [value]
+def containers(value: Any) -> Iterator[tuple[Collection[Any], int]]:
+    """The children of every mapping (its values) and list in ``value``, with how deep that container sits
+    (``value`` itself: 1); iterative, so any depth is walked without recursion. A caller may stop early."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         if isinstance(item, Mapping):
-            children: Any = item.values()
+            children: Collection[Any] = item.values()
         elif isinstance(item, list):
             children = item
         else:
             continue
+        yield children, depth
+        stack.extend((child, depth + 1) for child in children if isinstance(child, Mapping | list))
+
+
+def count_entries(value: Any, limit: int) -> int:
+    """How many entries ``value`` holds (each mapping item and list element, at any depth), counting at
+    most to ``limit + 1``."""
+    count = 0
+    for children, _depth in containers(value):
         count += len(children)
         if count > limit:
-            return count
-        stack.extend(child for child in children if isinstance(child, Mapping | list))
+            break
     return count
 
 

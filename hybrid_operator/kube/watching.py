@@ -1,17 +1,20 @@
 """List-then-watch one kind in one namespace (or all), keeping a local copy of every object.
 
-One ``Informer`` per (kind, namespace) runs in its own thread, started by the reactor's orchestration.
+One ``Informer`` per (kind, namespace) runs in its own thread from ``start`` to ``stop`` (a
+``lifecycle.Runnable``), started by the reactor's watched kinds (``reactor.kinds``) and dependent watches.
 It lists (paginated), then watches from the list's resourceVersion with bookmarks, resumes from the last
 resourceVersion it saw when a stream ends or the network fails (with capped backoff), and lists again when
 the server answers 410 Gone. On a re-list it reports the differences (objects gone meanwhile come out as
-DELETED). Every change goes to ``on_event(type, old, new)``; the store is never mutated in place, so the
-objects handed out stay as they were read.
+DELETED). Every change goes to ``on_event(type, old, new)``.
 
-What is kept of each object is what ``keep`` returns for it (the object itself by default): the watched
-kinds keep only a small stub of an object over the entry bound (``objects.bounded``), so a tenant's huge
-object costs its decoding once, not its size for as long as it exists. A list page whose body passes
-``MAX_PAGE_BYTES`` is asked for again in smaller pages before it is decoded (decoding costs many times the
-body's size), down to one object a page.
+What it keeps (``storing``): each object without ``metadata.managedFields``, as compact JSON decoded again at
+every lookup, so no caller can change the store. Of each object it keeps what ``keep`` returns for it (the
+object itself by default): the watched kinds keep only a small stub of an object over the entry bound
+(``objects.bounded``), so a tenant's huge object costs its decoding once, not its size for as long as it
+exists; a dependent kind whose body nothing reads keeps its metadata and digests, and its informer is not
+``full``: the run proxy never answers a read from it. A list page whose body passes ``MAX_PAGE_BYTES`` is
+asked for again in smaller pages before it is decoded (decoding costs many times the body's size), down
+to one object a page.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from collections.abc import Callable
 from typing import Any
 
 from hybrid_operator import metrics
+from hybrid_operator.kube import storing
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource, TooLarge
 from hybrid_operator.kube.objects import key_of, meta_of, resource_version_of
+from hybrid_operator.lifecycle import Loop
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +40,7 @@ STALE_AFTER = 120  # seconds without progress before /readyz says so
 MAX_PAGE_BYTES = 4 << 20  # a list page's body past which it is asked for again in smaller pages
 
 EventHandler = Callable[[str, KubeObject | None, KubeObject], None]
+Keep = Callable[[KubeObject], KubeObject]  # what is stored of an object (its projection)
 
 
 class Informer:
@@ -48,7 +54,9 @@ class Informer:
         label_selector: str = "",
         page_size: int = 500,
         backoff_cap: float = 30.0,
-        keep: Callable[[KubeObject], KubeObject] | None = None,
+        stopping: threading.Event | None = None,
+        keep: Keep | None = None,
+        full: bool = True,
     ) -> None:
         self.kube = kube
         self.resource = resource
@@ -57,9 +65,10 @@ class Informer:
         self.page_size = page_size
         self.backoff_cap = backoff_cap
         self.on_event = on_event
-        self.keep = keep or (lambda obj: obj)
+        self.keep = keep
+        self.full = full  # what ``keep`` keeps is the whole object (the run proxy may answer reads from it)
         self.synced = threading.Event()
-        self._store: dict[tuple[str, str], KubeObject] = {}
+        self._store = storing.Store()
         self._lock = threading.Lock()
         self._rv = ""
         self._gvk = str(resource.gvk)
@@ -67,22 +76,56 @@ class Informer:
         self._progress = time.monotonic()  # last time a list, a watch or an event got through
         self._last_error = ""
         self._delivered = False  # the current (or last) watch handed on at least one event or bookmark
+        # ``stopping``: its owner's event, which stops all of the owner's informers at once.
+        self._loop = Loop(f"watch-{resource.gvk.kind}-{namespace or 'all'}", self.run, stopping)
+
+    # -- the lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._loop.start()
+
+    def stop(self, deadline: float | None = None) -> bool:
+        """Stop after the current request: a watch ends within ``READ_TIMEOUT``, never waited for here."""
+        self._loop.stopping.set()
+        return True
+
+    def ready(self) -> tuple[bool, str]:
+        if not self.synced.is_set():
+            return False, "not synced yet"
+        return self.health()
 
     # -- the store -------------------------------------------------------------------------------------
 
     def get(self, namespace: str, name: str) -> KubeObject | None:
+        """The cached object (a fresh copy), or None."""
         with self._lock:
-            return self._store.get((namespace, name))
+            stored = self._store.raw((namespace, name))
+        return None if stored is None else storing.decode(stored)
+
+    def raw(self, namespace: str, name: str) -> bytes | KubeObject | None:
+        """The cached object as stored (``storing.as_json`` makes it the run proxy's answer), or None."""
+        with self._lock:
+            return self._store.raw((namespace, name))
 
     def objects(self) -> list[KubeObject]:
-        """A snapshot of every cached object (not to be modified)."""
+        """A snapshot of every cached object (fresh copies)."""
         with self._lock:
-            return list(self._store.values())
+            stored = self._store.items()
+        return [storing.decode(value) for _key, value in stored]
 
     def snapshot(self) -> tuple[list[KubeObject], str]:
-        """Every cached object and the resourceVersion the store is at, taken together (not to be modified)."""
+        """Every cached object and the resourceVersion the store is at, taken together (fresh copies)."""
+        stored, rv = self.raw_snapshot()
+        return [storing.decode(value) for _key, value in stored], rv
+
+    def raw_snapshot(self) -> tuple[list[tuple[tuple[str, str], bytes | KubeObject]], str]:
+        """Every cached object's key and stored form, and the resourceVersion the store is at, taken together."""
         with self._lock:
-            return list(self._store.values()), self._rv
+            return self._store.items(), self._rv
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._store)
 
     def health(self, threshold: int = 3) -> tuple[bool, str]:
         """Failing once is normal (a stream ends, the server restarts); failing ``threshold`` times in a row
@@ -163,8 +206,16 @@ class Informer:
                 extra={"fields": {"kind": self._gvk, "namespace": namespace, "name": name}},
             )
 
+    def _kept(self, obj: KubeObject) -> KubeObject:
+        """What is stored and handed on of a decoded object: never its managedFields, and with ``keep``
+        only its projection."""
+        storing.strip(obj)
+        return obj if self.keep is None else self.keep(obj)
+
     def _relist(self) -> None:
-        fresh: dict[tuple[str, str], KubeObject] = {}
+        # Each page is encoded into the new store as it arrives, so only one page is ever decoded at once:
+        # a list of 10,000 objects must not cost 10,000 decoded objects, even for a moment.
+        fresh = storing.Store()
         token = ""
         limit = self.page_size
         while True:
@@ -182,7 +233,7 @@ class Informer:
             for item in page.get("items", []):
                 item.setdefault("apiVersion", self.resource.gvk.api_version)
                 item.setdefault("kind", self.resource.gvk.kind)
-                fresh[key_of(item)] = self.keep(item)
+                fresh.put(key_of(item), self._kept(item))
             page.pop("items", None)  # what was not kept is freed before the next page
             token = meta_of(page).get("continue") or ""
             if not token:
@@ -191,11 +242,14 @@ class Informer:
         with self._lock:
             old_store, self._store = self._store, fresh
             self._rv = resource_version_of(page)
-        for key, old in old_store.items():
+        for key, gone in old_store.items():
             if key not in fresh:
-                self._emit("DELETED", old, old)
-        for key, obj in fresh.items():
-            self._emit("MODIFIED" if key in old_store else "ADDED", old_store.get(key), obj)
+                last = storing.decode(gone)
+                self._emit("DELETED", last, last)
+        for key, stored in fresh.items():
+            before = old_store.raw(key)
+            old = None if before is None else storing.decode(before)
+            self._emit("MODIFIED" if before is not None else "ADDED", old, storing.decode(stored))
         if not self.synced.is_set():
             log.info("synced %d objects", len(fresh), extra={"gvk": self._gvk, "namespace": self.namespace})
         self.synced.set()
@@ -230,13 +284,12 @@ class Informer:
             self._apply(str(event_type), obj)
 
     def _apply(self, event_type: str, obj: KubeObject) -> None:
-        obj = self.keep(obj)
         key = key_of(obj)
+        obj = self._kept(obj)
+        stored = storing.encode(obj) if event_type != "DELETED" else None
         with self._lock:  # the store and its resourceVersion change together (``snapshot`` reads both)
             self._rv = resource_version_of(obj) or self._rv
-            old = self._store.get(key)
-            if event_type == "DELETED":
-                self._store.pop(key, None)
-            else:
-                self._store[key] = obj
-        self._emit(event_type, old, obj)
+            before = self._store.pop(key) if stored is None else self._store.raw(key)
+            if stored is not None:
+                self._store.set(key, stored)
+        self._emit(event_type, None if before is None else storing.decode(before), obj)

@@ -6,8 +6,9 @@ informers are the ones the operator keeps anyway: ``reactor.orchestration`` regi
 such kinds from its cache too; ours does so only when the answer is provably the cache's to give:
 
 - a GET of one object, or a LIST with no selector but its namespace, of a kind with an informer that has
-  listed (synced), is healthy, has no label selector (a selector makes the cache partial) and covers the
-  namespace; no other query parameter (``resourceVersion``, ``limit``, ``watch``...), a JSON ``Accept``;
+  listed (synced), is healthy, keeps whole objects (a dependent kind's informer may keep only their
+  metadata), has no label selector (a selector makes the cache partial) and covers the namespace; no
+  other query parameter (``resourceVersion``, ``limit``, ``watch``...), a JSON ``Accept``;
 - path segments that are plain Kubernetes names: anything odd (``..``, ``%2F``, a 300-character name, a
   subresource) is forwarded and the API server answers as it always did;
 - read-your-own-writes: once a run wrote an object (POST, PUT, PATCH, DELETE through the proxy), that run's
@@ -16,7 +17,8 @@ such kinds from its cache too; ours does so only when the answer is provably the
 
 Everything else is forwarded, and so is a read that would meet what the informer kept of an object over
 ``--max-object-entries`` (a stub, not the object). A found object is answered exactly as the cache holds
-it (what the watch delivered, apiVersion and kind set), a missing one with the API server's NotFound Status.
+it (what the watch delivered, apiVersion and kind set, without ``metadata.managedFields``, which the
+informers never keep), a missing one with the API server's NotFound Status.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import threading
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from hybrid_operator.kube.objects import key_of, name_of, oversize_of
+from hybrid_operator.kube import storing
+from hybrid_operator.kube.objects import OVERSIZE_KEY, name_of
 from hybrid_operator.kube.watching import Informer
 
 _GROUP = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
@@ -38,6 +41,9 @@ _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9._:]{0,251}[A-Za-z0-9])?")
 _EMPTY_ALLOWED = {"labelSelector", "fieldSelector"}  # clients send them empty; with a value: forward
 _MAX_WRITES = 1024  # objects one run may write before all its reads are forwarded
 ANY = "*"  # a name standing for every object of a collection
+# In the JSON of what an informer kept of an object over the entry bound (a stub, not the object). Found
+# anywhere else (a key in a spec), the read is forwarded all the same: the API server's answer is never wrong.
+_STUB_MARK = json.dumps(OVERSIZE_KEY).encode() + b":"
 
 
 @dataclass(frozen=True)
@@ -165,7 +171,9 @@ class Caches:
         with self._lock:
             candidates = list(self._by_key.get(location.key, ()))
         for informer in candidates:
-            if informer.label_selector or not informer.synced.is_set() or not informer.health()[0]:
+            if not informer.full or informer.label_selector or not informer.synced.is_set():
+                continue
+            if not informer.health()[0]:
                 continue
             if not informer.resource.namespaced:
                 if not location.namespace:
@@ -182,27 +190,28 @@ class Caches:
         if informer is None:
             return None
         if location.name:
-            obj = informer.get(location.namespace, location.name)
-            if obj is None:
+            stored = informer.raw(location.namespace, location.name)
+            if stored is None:
                 return Answer(404, json.dumps(_not_found(informer, location.name)).encode())
-            if oversize_of(obj) is not None:
-                return None  # only a stub is kept of it: the API server has the object
-            return Answer(200, json.dumps(obj).encode())
-        objects, resource_version = informer.snapshot()
+            body = storing.as_json(stored)
+            return None if body is None or _STUB_MARK in body else Answer(200, body)
+        everything, resource_version = informer.raw_snapshot()
         items = sorted(
-            (o for o in objects if not location.namespace or key_of(o)[0] == location.namespace),
-            key=key_of,
+            (key, storing.as_json(value))
+            for key, value in everything
+            if not location.namespace or key[0] == location.namespace
         )
-        if any(oversize_of(o) is not None for o in items):
-            return None
+        if any(body is None or _STUB_MARK in body for _key, body in items):
+            return None  # an object too deep to encode, or only a stub is kept of it: the API server's to answer
         gvk = informer.resource.gvk
-        listing = {
+        head = {
             "apiVersion": gvk.api_version,
             "kind": f"{gvk.kind}List",
             "metadata": {"resourceVersion": resource_version},
-            "items": items,
         }
-        return Answer(200, json.dumps(listing).encode())
+        # The items as stored, spliced into the list without a decode and an encode of each.
+        prefix = json.dumps(head)[:-1].encode() + b', "items": ['
+        return Answer(200, prefix + b",".join(body for _key, body in items if body is not None) + b"]}")
 
 
 def _not_found(informer: Informer, name: str) -> dict[str, object]:

@@ -16,8 +16,8 @@ watches and followed logs are relayed chunk by chunk with no silence timeout, ex
 are upgraded and relayed both ways by ``upgrading``; a run holds a few at once, each for a bounded
 time, and all of them end with the run. With ``caches`` (``--proxy-cache-reads``), a GET the operator's
 informers can answer is answered from memory instead (``cachereads`` decides, including
-read-your-own-writes). Started by ``reactor.orchestration``; runs learn its address from the kubeconfig
-``RunnerExecutor`` writes for them.
+read-your-own-writes). Built by ``reactor.wiring``, started and stopped by the lifecycle with the other
+servers; runs learn its address from the kubeconfig the reconciler writes for them.
 
 Any local process can connect, so the server is a ``httpbounds.BoundedServer``: a request head must be
 complete within 5 s; connections still sending theirs, or showing no run's token, stay in a pending pool
@@ -208,13 +208,18 @@ class ApiProxy:
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
 
         self._server = httpbounds.BoundedServer(("127.0.0.1", 0), Handler, self.bounds, "API proxy")
-        threading.Thread(target=self._server.serve_forever, name="api-proxy", daemon=True).start()
+        self._server.start()
         log.info("API proxy for runs listening on %s", self.address)
 
-    def stop(self) -> None:
+    def stop(self, deadline: float | None = None) -> bool:
+        """End the runs' streams and stop serving (a ``lifecycle.Runnable``, as ``start`` and ``ready``)."""
         self.streams.stop()
         if self._server is not None:
-            self._server.shutdown()
+            self._server.stop()
+        return True
+
+    def ready(self) -> tuple[bool, str]:
+        return self._server.ready() if self._server is not None else (False, "API proxy not started")
 
     def _answered_from_cache(
         self, handler: BaseHTTPRequestHandler, writes: cachereads.RunWrites, target: str, body: bytes | None

@@ -22,7 +22,7 @@ from typing import Any
 from hybrid_operator.ansible import extravars, naming
 from hybrid_operator.ansible.reserved import Reservations
 from hybrid_operator.errors import InvalidObject, TemporaryError
-from hybrid_operator.kube.objects import count_entries, meta_of, oversize_of, oversize_stub
+from hybrid_operator.kube.objects import containers, count_entries, meta_of, oversize_of, oversize_stub
 from hybrid_operator.reactor.annotations import RunSettings, run_settings
 
 MAX_DEPTH = 100  # nesting levels of the whole object; real resources stay far below 30
@@ -136,19 +136,8 @@ def key_message(paths: list[str]) -> str:
 def nesting_depth(value: Any, limit: int) -> int:
     """How deep ``value`` nests (a scalar is 0), counting at most to ``limit + 1``; never recurses."""
     deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, Mapping):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        depth += 1
-        if depth > deepest:
-            deepest = depth
-            if deepest > limit:
-                return deepest
-        stack.extend((child, depth) for child in children if isinstance(child, Mapping | list))
+    for _children, depth in containers(value):
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            break
     return deepest

@@ -1,8 +1,8 @@
 """``hybrid-operator reconcile FILE``: one reconcile of the custom resource in a file, without watching.
 
-Called by ``cli``, for role authors iterating on a role and for the CI of their roles. It builds what
-``run`` builds (``wiring``: the executor, the owner-reference proxy, the ``Reconciler``) for the one kind the file's
-object is, and then:
+Called by ``cli``, for role authors iterating on a role and for the CI of their roles. It builds what ``run``
+builds (``wiring``: the executor, the owner-reference proxy, the ``Reconciler``) for the one kind the file's
+object is, started and stopped by a ``lifecycle`` of its own, and then:
 
 - without ``check``: applies the object with server-side apply (field manager
   ``hybrid-operator-reconcile``: created if missing, its fields made what the file says, others' fields
@@ -30,6 +30,7 @@ from hybrid_operator.errors import ConfigError
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource, context_namespace
 from hybrid_operator.kube.objects import GVK, conditions_of, meta_of, name_of
 from hybrid_operator.kube.patching import merge_patch
+from hybrid_operator.lifecycle import Lifecycle
 from hybrid_operator.reactor.admitting import MAX_DEPTH
 from hybrid_operator.reactor.queueing import Key
 from hybrid_operator.reactor.reconciling import KindContext, Reconciler
@@ -91,7 +92,7 @@ def reconcile_once(
 ) -> Once:
     """Apply (or, with ``check``, dry-run) ``obj`` and reconcile it once; see the module docstring."""
     watch = watch_for(watches, obj)
-    kube = Kube.connect(config.kubeconfig)
+    kube = Kube.connect(config.watching.kubeconfig)
     try:
         resource = kube.resource(watch.gvk)
     except ApiError as exc:
@@ -104,7 +105,6 @@ def reconcile_once(
         # create typed patch object"). Only an unreachable or overloaded server is not bad input.
         code = 1 if exc.status in (0, 429, 503, 504) else 2
         return Once(code, message=f"the API server refused the object: {exc}")
-    runtime = build_runtime(config, kube, on_child=lambda _child: None, extra_ansible_args="--check" if check else "")
     key = Key.of(watch.gvk, applied)
     ctx = kind_context(
         config,
@@ -114,12 +114,15 @@ def reconcile_once(
         reconcile_period=0,
         on_event=on_event,
     )
-    runtime.start()
-    try:
+    with Lifecycle(config.reconciles.graceful_shutdown_timeout) as lifecycle:
+        runtime = build_runtime(
+            config, kube, on_child=lambda _child: None, extra_ansible_args="--check" if check else ""
+        )
+        runtime.add_to(lifecycle)
+        if not lifecycle.start_all():
+            return Once(1, message="could not start the executor or the runs' API proxy (see the log above)")
         reconciler = runtime.reconciler
         return _rehearse(reconciler, key, ctx, applied) if check else _reconcile(reconciler, key, ctx, kube)
-    finally:
-        runtime.close()
 
 
 def _rehearse(reconciler: Reconciler, key: Key, ctx: KindContext, obj: KubeObject) -> Once:
@@ -150,7 +153,7 @@ def _placed(obj: KubeObject, resource: Resource, config: Config) -> KubeObject:
     """The object with its namespace (the kubeconfig context's, as kubectl picks it) and without status."""
     meta = dict(meta_of(obj))
     if resource.namespaced:
-        meta["namespace"] = meta.get("namespace") or context_namespace(config.kubeconfig)
+        meta["namespace"] = meta.get("namespace") or context_namespace(config.watching.kubeconfig)
     else:
         meta.pop("namespace", None)
     return {k: v for k, v in {**obj, "metadata": meta}.items() if k != "status"}

@@ -23,6 +23,9 @@ Semantics (client-go's workqueue, plus what operator-sdk lacks):
   cap, up to ``spare_limit`` more runs at once (the orchestration gives as many spare lanes as workers).
   Runs that end in seconds never open one; a namespace already running never gets one.
 
+Periodic resyncs are spread over their period (``resync_delay``): each key comes due at a phase of its own
+in the period, so objects created (or restarted) together never come due together, and stay spread.
+
 Its gauges (depth, delayed, in flight, the caps, the objects failing and since when) are refreshed on
 every change; the time a key waited once due goes into ``hybrid_operator_queue_wait_seconds``.
 
@@ -32,6 +35,7 @@ Called by the watch handlers (``add``) and the workers (``get`` / ``done``) of `
 from __future__ import annotations
 
 import bisect
+import hashlib
 import heapq
 import itertools
 import threading
@@ -65,6 +69,23 @@ class Key:
 
     def __str__(self) -> str:
         return f"{self.gvk} {self.namespace}/{self.name}" if self.namespace else f"{self.gvk} {self.name}"
+
+
+def resync_delay(key: Key, period: float, now: float) -> float:
+    """Seconds from ``now`` (wall-clock) until ``key``'s next periodic resync: more than 0, at most ``period``.
+
+    A key's resyncs fall at its own phase of the period, a stable hash of the key (the same in every replica
+    and after a restart), so N objects with period P come due about N/P per second whenever they were
+    created or last ran, instead of all at once every period (what a fixed delay after each run does to
+    objects created together). Between resyncs the interval is exactly ``period``; after a run for another
+    reason (a change, the start-up) the next resync may come sooner than ``period``, never later.
+    """
+    if period <= 0:
+        return period
+    digest = hashlib.blake2b(str(key).encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    phase = int.from_bytes(digest, "big") / 2**64 * period
+    delay = (phase - now) % period
+    return delay if delay > period * 1e-6 else period  # at the phase now (or a rounding away): a period on
 
 
 class WorkQueue:

@@ -23,6 +23,8 @@ import logging
 import os
 import secrets
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +36,7 @@ from hybrid_operator.ansible.reserved import reservations
 from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import Executor, RunRequest
 from hybrid_operator.errors import InvalidObject, OperatorError, TemporaryError
-from hybrid_operator.kube import patching
+from hybrid_operator.kube import patching, storing
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 from hybrid_operator.kube.events import EventRecorder
 from hybrid_operator.kube.objects import (
@@ -52,12 +54,14 @@ from hybrid_operator.proxy.server import ApiProxy
 from hybrid_operator.reactor import admitting
 from hybrid_operator.reactor import status as status_mod
 from hybrid_operator.reactor.annotations import RunSettings
-from hybrid_operator.reactor.queueing import Key
+from hybrid_operator.reactor.queueing import Key, resync_delay
+from hybrid_operator.reactor.resuming import RECORD
 from hybrid_operator.settings.watches import Watch
 
 log = logging.getLogger(__name__)
 
 MIN_REQUEUE = 1.0  # seconds: the least requeue_after a role gets, as the reconcile-period annotation's floor
+WRITTEN_TTL = 120.0  # seconds our own status write stands in for a cache that has not delivered it yet
 OWNER_ENV = "HYBRID_OPERATOR_OWNER"  # tells the hybrid_operator.util plugins which object this run is for
 
 
@@ -74,6 +78,8 @@ class KindContext:
     log_failed_output: bool = True  # log a failed run's task output (not under --ansible-log-events=nothing)
     max_entries: int = admitting.DEFAULT_MAX_ENTRIES  # --max-object-entries
     confine_runs: bool = False  # --run-namespaces: a run reaches its object's namespace and runNamespaces only
+    # With skipConvergedAtStart: the status.reconciledWith a run leaves (key, the object it ran on, succeeded)
+    record: Callable[[Key, KubeObject, bool], dict[str, Any] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -103,8 +109,10 @@ class Reconciler:
         self.recorder = recorder
         self.proxy = proxy
         # What our own last write returned, per object: a requeue soon after it may start before the watch
-        # has delivered that write, and must not run on the status from before it.
-        self._written: dict[Key, KubeObject] = {}
+        # has delivered that write, and must not run on the status from before it. Kept for WRITTEN_TTL
+        # seconds (oldest first), long past any watch's delay: with thousands of objects at rest it must not
+        # hold a second copy of each (``tidy`` drops expired ones when a worker is idle; compact JSON meanwhile).
+        self._written: OrderedDict[Key, tuple[float, bytes | KubeObject]] = OrderedDict()
         self._written_lock = threading.Lock()
         self._floored: set[Key] = set()  # objects whose role asked for a requeue under MIN_REQUEUE (logged once)
         # Per-run kubeconfigs hold the proxy's secret: a private dir, never the artifacts; gone at close().
@@ -261,10 +269,17 @@ class Reconciler:
             self._record_role_events(fresh, result)
             patching.remove_finalizer(self.kube, ctx.resource, fresh, watch.finalizer.name)
             return Outcome(succeeded=True)
-        written = self._write_status(ctx, fresh, verdict.status)
-        with self._written_lock:
-            if written is not None:
-                self._written[key] = written
+        record = ctx.record(key, before, verdict.succeeded) if ctx.record is not None else None
+
+        def final(cur: KubeObject) -> dict[str, Any]:
+            patch = verdict.status(cur)
+            if ctx.record is not None and _status_of(cur).get(RECORD) != record:
+                patch[RECORD] = record  # None removes it: the next start runs the object
+            return patch
+
+        written = self._write_status(ctx, fresh, final)
+        if written is not None:
+            self._remember_write(key, written)
         self._record_role_events(fresh, result)
         if not verdict.succeeded:
             self.recorder.record(fresh, "Warning", verdict.reason, verdict.text)
@@ -274,7 +289,9 @@ class Reconciler:
         started_deleting = not deleting and is_deleting(fresh)
         if started_deleting and watch.finalizer is not None:
             return Outcome(succeeded=True, requeue_after=0)  # deleted during the run: run the finalizer now
-        after = [v for v in (self._requeue_floor(key, result.requeue_after), period or None) if v is not None]
+        # The role's own requeue is exact (floored); the periodic one falls at the object's phase of its period.
+        resync = resync_delay(key, period, time.time()) if period else None
+        after = [v for v in (self._requeue_floor(key, result.requeue_after), resync) if v is not None]
         return Outcome(succeeded=True, requeue_after=min(after) if after else None)
 
     def _requeue_floor(self, key: Key, requested: float | None) -> float | None:
@@ -301,7 +318,8 @@ class Reconciler:
     def _newest(self, key: Key, cached: KubeObject | None) -> KubeObject | None:
         """The cached object, or our own later write of it if the watch has not caught up yet."""
         with self._written_lock:
-            mine = self._written.pop(key, None) if cached is None else self._written.get(key)
+            entry = self._written.pop(key, None) if cached is None else self._written.get(key)
+        mine = storing.decode(entry[1]) if entry is not None else None
         if cached is None or mine is None:
             return cached
         if _resource_version(mine) > _resource_version(cached):
@@ -309,6 +327,23 @@ class Reconciler:
         with self._written_lock:
             self._written.pop(key, None)  # the cache has caught up
         return cached
+
+    def _remember_write(self, key: Key, written: KubeObject) -> None:
+        stored = storing.encode(storing.strip(written))
+        with self._written_lock:
+            self._written[key] = (time.monotonic(), stored)
+            self._written.move_to_end(key)
+        self.tidy()
+
+    def tidy(self) -> None:
+        """Forget our own writes older than WRITTEN_TTL (the workers call this whenever they are idle)."""
+        now = time.monotonic()
+        with self._written_lock:
+            while self._written:
+                oldest_key, (at, _obj) = next(iter(self._written.items()))
+                if now - at <= WRITTEN_TTL:
+                    break
+                del self._written[oldest_key]
 
     def _fresh(self, ctx: KindContext, before: KubeObject) -> KubeObject | None:
         return self.kube.get_or_none(ctx.resource, namespace_of(before), name_of(before))
@@ -352,6 +387,11 @@ def _resource_version(obj: KubeObject) -> int:
     """resourceVersions are opaque, but etcd's are increasing integers; anything else compares as 0."""
     raw = resource_version_of(obj)
     return int(raw) if raw.isdigit() else 0
+
+
+def _status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    status = obj.get("status")
+    return status if isinstance(status, Mapping) else {}
 
 
 def _new_generation(obj: Mapping[str, Any]) -> bool:

@@ -1,10 +1,14 @@
 """The workers: threads that take keys from the queue, reconcile them, and requeue what comes next.
 
-Used by ``orchestration.Operator`` (as many workers as the global cap). For each key: with
-``--sharding``, ask the ring first (a key that is not ours is dropped, one a peer has not drained yet is
-parked); reconcile through the ``Reconciler``; then requeue as the outcome says (periodic, requeue_after,
-backoff after a failure) or act on ``failures.judge``'s verdict for an error. ``alive`` is the
-``/healthz`` check: no worker died, none stuck past the run timeout.
+Built by ``orchestration`` (as many workers as the global cap), started and stopped by the lifecycle with
+what only the leader runs (a ``lifecycle.Runnable``); ``stop`` lets the runs in progress finish, until the
+deadline. For each key: with ``--sharding``, ask the ring first (a key that is not ours is dropped, one a
+peer has not drained yet is parked); reconcile through the ``Reconciler``; then requeue as the outcome says
+(periodic, requeue_after, backoff after a failure) or act on ``failures.judge``'s verdict for an error.
+``alive`` is the ``/healthz`` check: no worker died, none stuck past the run timeout. Idle workers also
+tidy: the reconciler forgets what only a busy moment needed, and once no run has ended for ``trim_after``
+seconds after some work, the C heaps give their freed pages back (``heap.trim``), so the memory of a burst
+of runs does not stay resident at rest.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from hybrid_operator import logs, metrics
-from hybrid_operator.reactor import failures
+from hybrid_operator.reactor import failures, heap
 from hybrid_operator.reactor.failures import Retry
 from hybrid_operator.reactor.kinds import Kind, Kinds
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
@@ -39,17 +43,33 @@ class Workers:
         ring: Callable[[], Ring | None],
         stuck_after: float,
     ) -> None:
-        self.count, self.queue, self.kinds, self.reconciler, self.stop = count, queue, kinds, reconciler, stop
+        self.count, self.queue, self.kinds, self.reconciler = count, queue, kinds, reconciler
+        self.stopping = stop
         self.ring = ring
         self.stuck_after = stuck_after  # seconds in one reconcile before /healthz calls a worker stuck
         self.threads: list[threading.Thread] = []
         self._busy_since: dict[str, float] = {}  # worker -> when its current reconcile started
+        self.trim_after = 10.0  # seconds without a run ending, after some work, before the heap is trimmed
+        self._last_run_ended = 0.0
+        self._trimmed = True  # nothing ran since the last trim
 
     def start(self) -> None:
         for i in range(self.count):
             thread = threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
             thread.start()
             self.threads.append(thread)
+
+    def stop(self, deadline: float) -> bool:
+        """Take no more keys; wait until ``deadline`` for the runs in progress. True if all ended."""
+        self.stopping.set()
+        self.queue.shutdown()
+        finished = self.join(deadline)
+        if not finished:
+            log.warning("graceful shutdown timeout reached; abandoning running reconciles")
+        return finished
+
+    def ready(self) -> tuple[bool, str]:
+        return self.alive()
 
     def join(self, deadline: float) -> bool:
         """Wait until ``deadline`` (monotonic) for the workers to end; True if all did."""
@@ -59,9 +79,10 @@ class Workers:
 
     def _work(self) -> None:
         name = threading.current_thread().name
-        while not self.stop.is_set():
+        while not self.stopping.is_set():
             key = self.queue.get(timeout=1.0)
             if key is None:
+                self._tidy()
                 continue
             if not self._may_run(key):
                 self.queue.done(key)
@@ -72,10 +93,19 @@ class Workers:
                     self._reconcile_one(key)
             finally:
                 self._busy_since.pop(name, None)
+                self._last_run_ended, self._trimmed = time.monotonic(), False
                 ring = self.ring()
                 if ring is not None:
                     ring.end(key)
                 self.queue.done(key)
+
+    def _tidy(self) -> None:
+        """An idle worker's chores: forget what only a busy moment needed; give a burst's memory back."""
+        self.reconciler.tidy()
+        idle = time.monotonic() - self._last_run_ended
+        if not self._trimmed and not self._busy_since and idle >= self.trim_after:
+            self._trimmed = True  # one trim per quiet spell, whichever idle worker gets here first
+            heap.trim()
 
     def _may_run(self, key: Key) -> bool:
         """Without sharding, always; with it, only what the ring says RUN to (it then counts as in flight)."""
@@ -98,6 +128,9 @@ class Workers:
             outcome = self.reconciler.reconcile(key, kind.ctx)
         except Exception as exc:
             metrics.RECONCILE_RESULTS.labels(key.gvk, "error").inc()
+            if self.stopping.is_set():  # abandoned at the deadline: its executor closed under it, no bug
+                log.info("reconcile of %s cut short by the stop: %s", key, exc)
+                return
             self._after_error(key, kind, exc)
             return
         finally:
@@ -137,7 +170,7 @@ class Workers:
 
     def alive(self) -> tuple[bool, str]:
         dead = [t.name for t in self.threads if not t.is_alive()]
-        if dead and not self.stop.is_set():
+        if dead and not self.stopping.is_set():
             return False, "workers died: " + ", ".join(dead)
         now = time.monotonic()
         stuck = [name for name, since in list(self._busy_since.items()) if now - since > self.stuck_after]

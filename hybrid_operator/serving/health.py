@@ -1,8 +1,9 @@
 """HTTP endpoints for the kubelet and Prometheus: /healthz, /readyz and /metrics.
 
-Started by ``cli`` before anything else, fed by ``reactor.orchestration`` through the ``Probes`` it
-holds; /metrics also carries the metrics roles send (``usermetrics``). Unlike upstream's plain pings, the
-probes check something: /readyz is ready only when every watch has synced, the executor can run and this
+Built by ``cli`` and started before anything else (the lifecycle's SERVERS group), fed through the ``Probes``
+it holds: ``/readyz`` asks the lifecycle's checks (each part that runs says whether it is ready), ``/healthz``
+the workers; /metrics also carries the metrics roles send (``usermetrics``). Unlike upstream's plain pings,
+the probes check something: /readyz is ready only when every watch has synced, the executor can run and this
 replica leads (or could take over); /healthz fails when the workers or the watch loop stop making progress.
 Every scrape of /metrics runs the same checks and publishes each as ``hybrid_operator_ready{check}`` and
 ``hybrid_operator_live{check}`` (0/1), so an alert can say which check fails without anyone probing.
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import threading
 from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -144,7 +144,7 @@ class _Handler(BoundedHandler):
         self.wfile.write(body)
 
 
-def serve(
+def server(
     address: str,
     probes: Probes | None,
     metrics: bool,
@@ -153,20 +153,19 @@ def serve(
     bounds: Bounds = BOUNDS,
     scraped: Callable[[], None] | None = None,
 ) -> BoundedServer | None:
-    """Start a server on ``address`` in a thread of its own ('0' or '': none); the caller shuts it down.
+    """A server bound to ``address`` ('0' or '': none), to ``start`` (the lifecycle's SERVERS do) and ``stop``.
 
     ``scraped`` is called before each /metrics answer, to bring gauges up to date (``Probes.publish``).
     """
     bind = parse_address(address)
     if bind is None:
         return None
-    server = _Server(bind, probes, metrics, tls, gate, bounds, scraped)
-    threading.Thread(target=server.serve_forever, name=f"http-{bind[1]}", daemon=True).start()
-    host, port = server.server_address[:2]
+    made = _Server(bind, probes, metrics, tls, gate, bounds, scraped)
+    host, port = made.server_address[:2]
     what = "metrics" if metrics else "health probes"
     if tls is not None:
         what += f" over HTTPS with {tls.source}"
     if gate is not None:
         what += ", callers checked with TokenReview and SubjectAccessReview"
     log.info("serving %s on %s:%s", what, host, port)
-    return server
+    return made

@@ -1,12 +1,12 @@
 """The HTTP receiver roles send custom metrics to: ``POST /metrics`` on localhost:5050, as upstream.
 
-Started by ``cli`` next to the probe and metrics servers, before any run, and stopped with them. Each
-request is one ``usermetrics.UserMetric``: read with bounds (the head within 5 s, ``Content-Length``
-required and at most 64 KiB, the body within 10 s), parsed by ``usermetrics.parse`` and applied to
-``usermetrics.USER_METRICS``, which ``health`` serves on /metrics. Any local process can connect, so the
-server is a ``httpbounds.BoundedServer``: until its body is in, a request is pending, and at most 16 are
-(8 per client address; the oldest is closed to make room), so clients that trickle never keep a role's
-metric out; 16 are served at once. Answers as operator-sdk's
+Built by ``cli`` next to the probe and metrics servers, and started and stopped with them (the
+lifecycle's SERVERS, before any run). Each request is one ``usermetrics.UserMetric``: read with bounds
+(the head within 5 s, ``Content-Length`` required and at most 64 KiB, the body within 10 s), parsed by
+``usermetrics.parse`` and applied to ``usermetrics.USER_METRICS``, which ``health`` serves on /metrics.
+Any local process can connect, so the server is a ``httpbounds.BoundedServer``: until its body is in, a
+request is pending, and at most 16 are (8 per client address; the oldest is closed to make room), so
+clients that trickle never keep a role's metric out; 16 are served at once. Answers as operator-sdk's
 apiserver does: 200 with an empty body, 400 with the reason, 405 for another method on /metrics; and,
 beyond upstream, 411/413 for a body without a length or too large. A request never gets a traceback.
 
@@ -28,7 +28,6 @@ import hmac
 import logging
 import secrets
 import socket
-import threading
 import time
 from http.server import ThreadingHTTPServer
 
@@ -176,15 +175,15 @@ class _Handler(BoundedHandler):
             pass  # the client went away: nothing left to protect
 
 
-def serve(address: str, store: UserMetrics = USER_METRICS, bounds: Bounds = BOUNDS) -> Receiver | None:
-    """Listen on ``address`` (None when disabled with '0'); ``OSError`` when it cannot be bound."""
+def server(address: str, store: UserMetrics = USER_METRICS, bounds: Bounds = BOUNDS) -> Receiver | None:
+    """A receiver bound to ``address`` (None when disabled with '0'), to ``start`` and ``stop``; ``OSError``
+    when it cannot be bound."""
     bind = parse_address(address)
     if bind is None:
         return None
-    server = Receiver(bind, store, bounds)
-    threading.Thread(target=server.serve_forever, name="user-metrics", daemon=True).start()
-    log.info("receiving role metrics on %s", url(server))
-    return server
+    made = Receiver(bind, store, bounds)
+    log.info("receiving role metrics on %s", url(made))
+    return made
 
 
 def url(server: ThreadingHTTPServer) -> str:

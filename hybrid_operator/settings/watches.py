@@ -38,6 +38,7 @@ KNOWN_FIELDS = {
     "watchClusterScopedResources",
     "watchAnnotationsChanges",
     "watchDependentStatusChanges",
+    "skipConvergedAtStart",
     "snakeCaseParameters",
     "markUnsafe",
     "maxRunnerArtifacts",
@@ -84,6 +85,9 @@ class Watch:
     # A dependent's status change (a Deployment's availableReplicas) wakes this owner: for roles that read
     # their children's status. Off, status churn wakes nobody (no reconcile storms).
     watch_dependent_status_changes: bool = False
+    # At start-up, an object whose generation this role content and operator already reconciled, and whose
+    # children nobody changed since, is not run again (reactor.resuming). Off: every object runs at start.
+    skip_converged_at_start: bool = False
     snake_case_parameters: bool = True
     mark_unsafe: bool = True  # operator-sdk defaults to false; CR data is never a template here
     max_runner_artifacts: int = 20
@@ -226,6 +230,7 @@ def _parse_entry(path: Path, index: int, raw: object, base_dirs: Sequence[Path],
         watch_cluster_scoped_resources=entry.boolean("watchClusterScopedResources", False),
         watch_annotations_changes=entry.boolean("watchAnnotationsChanges", False),
         watch_dependent_status_changes=entry.boolean("watchDependentStatusChanges", False),
+        skip_converged_at_start=entry.boolean("skipConvergedAtStart", False),
         snake_case_parameters=entry.boolean("snakeCaseParameters", True),
         mark_unsafe=entry.boolean("markUnsafe", True),
         max_runner_artifacts=max_artifacts,

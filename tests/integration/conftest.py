@@ -2,8 +2,25 @@
 
 Everything here is real: the local (or user's) API server, the ``hybrid-operator`` console script in a
 subprocess, ansible-runner and the Ansible collections from the project's virtualenv. The ``operator``
-factory starts the operator on a watches.yaml, scoped to the test's namespace with WATCH_NAMESPACE so
-tests can run side by side, and waits for /readyz.
+factory starts the operator on a watches.yaml, scoped to the test's namespace with WATCH_NAMESPACE, and
+waits for /readyz.
+
+Tests run side by side on one bed. hack/test.sh runs the integration and cloud tests not marked
+``serial`` with pytest-xdist (``-n 4 --dist loadgroup``), then the ``serial`` ones one at a time. So that
+a new test fits:
+
+- Each worker is its own pytest session: session fixtures (``api``, ``crds``) run once per worker and must
+  be idempotent (``install_crds`` is: CRDs are cluster-scoped, every worker installs the same ones).
+- A test file is one unit of work: its tests run one after the other on one worker, and its module
+  fixtures are made once. Files that share something fixed on the cluster (a namespace of their own name,
+  a cluster-wide object, deploy/'s RBAC) name one group in ``GROUPS`` of tests/conftest.py: ``deploy``
+  (test_rbac.py, test_metrics_auth.py), ``cloud`` (the OpenStack tests), ``memcached`` (operator-sdk's
+  memcached operator: test_upstream_compat.py, test_docs_pages.py).
+- Everything else a test makes is its own: the ``namespace`` fixture (random name), names derived from it
+  for cluster-scoped objects, ports from ``free_port`` (a block per worker), files under ``tmp_path``
+  (deeper on a worker: a Unix socket's path may not fit, see test_private_state.py's ``private_tmpdir``).
+- A test that stops or restarts the bed's components (the ``bed`` fixture refuses to run on a worker), or
+  whose verdict is a time bound that load on the shared machine could break, is marked ``serial``.
 """
 
 from __future__ import annotations
@@ -63,11 +80,24 @@ def install_crds(api: client.ApiClient, files: list[Path], *, replace: bool) -> 
                 if exc.status != 409:
                     raise
                 if replace:
-                    current = ext.read_custom_resource_definition(doc["metadata"]["name"])
-                    doc["metadata"]["resourceVersion"] = current.metadata.resource_version
-                    ext.replace_custom_resource_definition(doc["metadata"]["name"], doc)
+                    wait_until(lambda d=doc: _replaced(ext, d), 30, f"CRD {doc['metadata']['name']} replaced")
     for name in names:
         wait_until(lambda n=name: _established(ext, n), 60, f"CRD {name} established")
+
+
+def _replaced(ext: client.ApiextensionsV1Api, doc: dict[str, Any]) -> bool:
+    """Replace a CRD with ``doc``: False when another worker replaced it between our read and write (409),
+    to be tried again. Replacing a CRD with the same content changes nothing the API server serves, so
+    every worker's session may do it."""
+    current = ext.read_custom_resource_definition(doc["metadata"]["name"])
+    body = {**doc, "metadata": {**doc["metadata"], "resourceVersion": current.metadata.resource_version}}
+    try:
+        ext.replace_custom_resource_definition(doc["metadata"]["name"], body)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        return False
+    return True
 
 
 def _established(ext: client.ApiextensionsV1Api, name: str) -> bool:
@@ -94,10 +124,32 @@ def _real_node_only(request: pytest.FixtureRequest) -> None:
         pytest.skip("needs a real node: a bed started with hack/local-cluster.sh up --real-node")
 
 
+# Ports the tests choose for their servers come from a block of this pytest-xdist worker's own, below the
+# kernel's ephemeral range (32768 and up on Linux): no other worker chooses the same port between our
+# check that it is free and the operator binding it, and no outgoing connection is given it meanwhile.
+PORT_BLOCK = 300
+_ports: dict[str, int] = {}
+
+
+def worker_index() -> int:
+    """This pytest-xdist worker's number (gw3 -> 3); 0 outside xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(worker[2:]) if worker[2:].isdigit() else 0
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port free now, from this worker's block; the blocks of workers 0-31 fill 20000-29599."""
+    start = 20000 + worker_index() * PORT_BLOCK
+    for _ in range(PORT_BLOCK):
+        port = start + _ports.get("next", 0)
+        _ports["next"] = (_ports.get("next", 0) + 1) % PORT_BLOCK
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no free port in {start}-{start + PORT_BLOCK - 1}")
 
 
 @dataclass

@@ -200,7 +200,7 @@ def test_the_migration_page_runs_as_written(kubeconfig: str, tmp_path: Path, cle
     page = ROOT / "docs" / "operator-sdk" / "migrating.md"
     namespace = "memcached-migration"
     # A Memcached left behind (a failed block) keeps its finalizer with no operator to run it: drop it first.
-    unfinalize = ("patch", "-n", namespace, "memcached", "memcached-sample", "--type=merge")
+    unfinalize = ("patch", "-n", namespace, "memcacheds.cache.example.com", "memcached-sample", "--type=merge")
     cleanup += [
         (*unfinalize, "-p", '{"metadata": {"finalizers": null}}'),
         ("delete", "namespace", namespace, "--ignore-not-found", "--wait=false"),

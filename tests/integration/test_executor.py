@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -99,8 +98,15 @@ def test_ansible_args_quoted_as_operator_sdks_manifests_quote_them(
     role, password = vaulted_role
     parser = argparse.ArgumentParser()
     add_run_flags(parser)
-    args = parser.parse_args([f"--ansible-args='--vault-password-file {password}'", "--module-server=false"])
-    config = replace(Config.from_args(args, env={}), executor=executor_kind, artifacts_dir=tmp_path / "art")
+    args = parser.parse_args(
+        [
+            f"--ansible-args='--vault-password-file {password}'",
+            "--module-server=false",
+            f"--executor={executor_kind}",
+            f"--runner-artifacts-dir={tmp_path / 'art'}",
+        ]
+    )
+    config = Config.from_args(args, env={})
     executor = build_executor(config)
     try:
         result = executor.run(request(role, "run1"))

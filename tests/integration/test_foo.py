@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import time
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Objects, condition, wait_until
+from tests.integration.conftest import Objects, OperatorProcess, condition, wait_until
 
 pytestmark = pytest.mark.integration
 G, V, P = "samplecontroller.k8s.io", "v1alpha1", "foos"
@@ -127,21 +131,42 @@ def test_new_deployment_name_replaces_the_old_deployment(operator, objects: Obje
     wait_until(old_gone, 60, "the old Deployment to go")
 
 
+def runs_started_after(op: OperatorProcess, namespace: str, name: str, since: float) -> list[dict[str, Any]]:
+    """The finished runs of Foo ``name`` that started after ``since`` (seconds since the epoch), oldest first:
+    each the counts of its play's closing stats (``changed``, ``ok``... per host), read from its artifacts."""
+    runs = []
+    for events in (op.artifacts / G / V / "Foo" / namespace / name).glob("*/artifacts/*/job_events"):
+        try:
+            loaded = [json.loads(path.read_text()) for path in events.glob("*.json")]
+        except ValueError:
+            continue  # an event being written: the run is not over
+        start = next((e["created"] for e in loaded if e["event"] == "playbook_on_start"), None)
+        stats = next((e["event_data"] for e in loaded if e["event"] == "playbook_on_stats"), None)
+        if start is not None and stats is not None and datetime.fromisoformat(start).timestamp() > since:
+            runs.append((start, stats))
+    return [stats for _, stats in sorted(runs, key=lambda run: datetime.fromisoformat(run[0]))]
+
+
+def changed(stats: dict[str, Any]) -> int:
+    return sum((stats.get("changed") or {}).values())
+
+
 def test_a_converged_foo_reconciles_with_no_changes(operator, objects: Objects, foo_watches) -> None:
-    operator(foo_watches)
+    """The converged Foo's own next run changes nothing: the first run that started after a new
+    reconcile-period annotation asked for one (runs before it, such as the one its Deployment's
+    availability woke, prove nothing), read from that run's artifacts."""
+    running = operator(foo_watches)
     objects.create(G, V, P, foo("idem", "idem-web"))
     wait_until(lambda: available(objects, "idem", 1), 90, "availableReplicas 1")
-    # A new reconcile-period annotation makes the operator run the role again on unchanged state.
+    first = runs_started_after(running, objects.namespace, "idem", 0)[0]
+    assert changed(first) > 0, first  # the stats tell a run that changed something: the one that made it
+    asked = time.time()
     objects.patch(
         G, V, P, "idem", {"metadata": {"annotations": {"ansible.sdk.operatorframework.io/reconcile-period": "1h"}}}
     )
-
-    def rerun() -> dict | None:
-        running = condition(objects.get(G, V, P, "idem"), "Running") or {}
-        result = running.get("ansibleResult") or {}
-        return result if result.get("changed") == 0 else None
-
-    wait_until(rerun, 60, "a run with changed=0")
+    runs = wait_until(lambda: runs_started_after(running, objects.namespace, "idem", asked), 60, "the next run")
+    assert changed(runs[0]) == 0 and not runs[0].get("failures"), runs[0]
+    assert sum((runs[0].get("ok") or {}).values()) > 0, runs[0]  # it ran the role's tasks
 
 
 def test_a_deployments_status_wakes_its_foo(operator, objects: Objects, foo_watches: Path) -> None:

@@ -11,8 +11,11 @@ After SIGTERM, none of its temporary dirs (per-run kubeconfigs, executor scratch
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -61,8 +64,12 @@ def give_away(top: Path, owner: int) -> None:
 
 
 def private_tmpdir(tmp_path: Path) -> Path:
-    tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir(mode=0o700)
+    """A TMPDIR of the test's own (mode 0700), short enough for the runs' Unix sockets: a pytest-xdist
+    worker's tmp_path is too deep for them (the operator would refuse to start, rightly). Linked from
+    tmp_path, and removed with it."""
+    tmpdir = Path(tempfile.mkdtemp(prefix="hyop-"))
+    (tmp_path / "tmp").symlink_to(tmpdir)
+    atexit.register(shutil.rmtree, tmpdir, True)
     return tmpdir
 
 

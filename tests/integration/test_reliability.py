@@ -33,6 +33,8 @@ T = TypeVar("T")
 @pytest.fixture
 def bed(kubeconfig: str) -> Iterator[Bed]:
     """The local test bed, to stop and start its components; whatever a failed test left down comes back up."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.fail("a test that stops the bed's components must be marked serial: others share the bed")
     found = local_bed(ROOT / "hack" / "local-cluster.sh", kubeconfig)
     if found is None:
         pytest.skip(
@@ -148,6 +150,7 @@ def test_a_change_made_right_after_every_connection_went_silent_is_reconciled_wi
     assert op.proc.poll() is None
 
 
+@pytest.mark.serial  # stops the API server
 @pytest.mark.parametrize("fault", ["restart", "kill"])
 def test_foos_changed_around_an_api_server_outage_converge_once_it_is_back(
     fault: str, bed: Bed, operator, objects: Objects, tmp_path: Path
@@ -187,6 +190,7 @@ def test_foos_changed_around_an_api_server_outage_converge_once_it_is_back(
     assert op.proc.poll() is None
 
 
+@pytest.mark.serial  # compacts etcd and restarts the API server
 def test_a_watch_too_old_after_an_etcd_compaction_lists_again_and_loses_nothing(
     bed: Bed, operator, objects: Objects, relay: tuple[Relay, Path], tmp_path: Path
 ) -> None:

@@ -148,6 +148,7 @@ def test_a_name_that_would_make_a_watch_fails_at_once_and_holds_no_worker(
     assert "Traceback" not in op.log()
 
 
+@pytest.mark.serial  # its verdict is a time bound (seconds) that a loaded machine could break
 def test_runs_that_hang_in_one_namespace_do_not_hold_every_worker(
     tenants: Callable[..., OperatorProcess], attacker: Objects, objects: Objects, other: str
 ) -> None:
@@ -295,6 +296,7 @@ def test_keys_that_snake_case_alike_are_refused_naming_both(
     assert "$(curl evil)" not in op.log() and "100000" not in op.log()
 
 
+@pytest.mark.serial  # its verdict is a time bound (seconds) that a loaded machine could break
 def test_a_zero_requeue_runs_at_most_once_a_second_behind_everyone_elses_work(
     tenants: Callable[..., OperatorProcess], attacker: Objects, objects: Objects, other: str
 ) -> None:

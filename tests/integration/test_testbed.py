@@ -3,6 +3,9 @@ and RBAC that really denies."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -92,20 +95,34 @@ def test_status_reports_components_and_versions() -> None:
         assert f"{component}: running" in out
 
 
+def open_files(pid: int) -> set[str]:
+    found = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):  # closed meanwhile
+            found.add(os.readlink(fd))
+    return found
+
+
+@pytest.mark.serial  # a whole second control plane, and the ports it frees checked: no other test meanwhile
 def test_a_second_bed_runs_beside_and_down_leaves_nothing(tmp_path: Path) -> None:
     """Two beds side by side on free ports; `down` stops every process and frees every port."""
-    import os
-    import socket
 
     env = {**os.environ, "LOCAL_CLUSTER_NAME": "side-by-side", "LOCAL_CLUSTER_DIR": str(tmp_path / "bed")}
     script = str(ROOT / "hack" / "local-cluster.sh")
-    up = subprocess.run([script, "up"], capture_output=True, text=True, env=env, check=True, timeout=300)
+    # A descriptor of the caller's (as `flock LOCK hack/local-cluster.sh up` holds its lock) stays with it.
+    held = (tmp_path / "lock").open("w")
+    with held:
+        up = subprocess.run(
+            [script, "up"], capture_output=True, text=True, env=env, check=True, timeout=300, pass_fds=[held.fileno()]
+        )
     kubeconfig = up.stdout.strip().splitlines()[-1]
     api = config.new_client_from_config(config_file=kubeconfig)
     assert [n.metadata.name for n in client.CoreV1Api(api).list_node().items] == ["kwok-node-0"]
     ports = [int(line.split("=")[1]) for line in (tmp_path / "bed" / "ports").read_text().split()]
     pids = [int(p.read_text()) for p in (tmp_path / "bed" / "run").glob("*.pid")]
     assert len(pids) == 5
+    for pid in pids:
+        assert str(tmp_path / "lock") not in open_files(pid), f"pid {pid} holds its caller's descriptor"
 
     subprocess.run([script, "down"], capture_output=True, text=True, env=env, check=True, timeout=120)
     for pid in pids:
@@ -114,3 +131,36 @@ def test_a_second_bed_runs_beside_and_down_leaves_nothing(tmp_path: Path) -> Non
         with socket.socket() as sock:
             assert sock.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still listening"
     assert not (tmp_path / "bed").exists()
+
+
+@pytest.mark.serial  # a whole second control plane: no other test meanwhile
+def test_up_right_after_the_beds_processes_were_signalled_starts_it_again(tmp_path: Path) -> None:
+    """`up` just after every process of a bed got SIGTERM (a job's cleanup, Ctrl-C to their group): the old
+    API server still drains, on the bed's ports. `up` stops what runs without answering, waits until it is
+    gone and starts it again, instead of failing with "kube-controller-manager not ready after 60s"."""
+    import os
+    import signal
+    import time
+
+    env = {**os.environ, "LOCAL_CLUSTER_NAME": "resumed", "LOCAL_CLUSTER_DIR": str(tmp_path / "bed")}
+    script = str(ROOT / "hack" / "local-cluster.sh")
+    run = tmp_path / "bed" / "run"
+    try:
+        subprocess.run([script, "up"], capture_output=True, text=True, env=env, check=True, timeout=300)
+        old = {pidfile.stem: int(pidfile.read_text()) for pidfile in run.glob("*.pid")}
+        for pid in old.values():
+            os.kill(pid, signal.SIGTERM)
+        began = time.monotonic()
+        again = subprocess.run([script, "up"], capture_output=True, text=True, env=env, timeout=300, check=False)
+        took = time.monotonic() - began
+        assert again.returncode == 0, again.stderr[-3000:]
+        api = config.new_client_from_config(config_file=again.stdout.strip().splitlines()[-1])
+        assert [n.metadata.name for n in client.CoreV1Api(api).list_node().items] == ["kwok-node-0"]
+        new = {pidfile.stem: int(pidfile.read_text()) for pidfile in run.glob("*.pid")}
+        assert new.keys() == old.keys()
+        assert all(new[c] != old[c] for c in old), "a signalled process was taken for a running one"
+        time.sleep(2)
+        assert all(Path(f"/proc/{pid}").exists() for pid in new.values())
+        print(f"\nup after SIGTERM to every process of the bed: ready again in {took:.0f}s")
+    finally:
+        subprocess.run([script, "down"], capture_output=True, text=True, env=env, timeout=180, check=False)

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from hybrid_operator.cli import build_parser
-from hybrid_operator.settings.config import _size
+from hybrid_operator.settings.flags import size as _size
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATOR_AND_ZYGOTE = 256 << 20  # measured at rest: docs/internals/benchmarks.md

@@ -12,7 +12,7 @@ from tests.unit.settings.test_config import config
 
 @pytest.mark.parametrize(("text", "level"), [("Tasks", "tasks"), ("EVERYTHING", "everything"), ("nothing", "nothing")])
 def test_upstream_values_are_read_in_any_case(text: str, level: str) -> None:
-    assert config(f"--ansible-log-events={text}").ansible_log_events == level
+    assert config(f"--ansible-log-events={text}").logging.run_events == level
 
 
 @pytest.mark.parametrize("text", ["all", "", "tasks; rm -rf /", "\u0442asks", "x" * 10_000])

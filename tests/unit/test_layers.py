@@ -2,7 +2,8 @@
 
 The rules, lowest floor first (docs/internals/architecture.md shows the same picture):
 
-    base      errors, logs, metrics, eventlog, httpbounds    imports nothing of ours but base
+    base      errors, logs, metrics, eventlog, httpbounds,   imports nothing of ours but base
+              lifecycle
     kube/     the only package that talks to the API server  base
     settings/ flags, watches.yaml                            base, and kube.objects (a watch names a GVK)
     ansible/  the only package that runs Ansible             base, kube.objects (a leaf), settings
@@ -137,7 +138,7 @@ def test_cli_leaves_kube_and_ansible_to_the_reactor() -> None:
     assert "hybrid_operator/cli.py" not in _both()
 
 
-BASE = ("errors", "logs", "metrics", "eventlog", "httpbounds")
+BASE = ("errors", "logs", "metrics", "eventlog", "httpbounds", "lifecycle")
 MAY_IMPORT = {
     "base": set(BASE),
     "kube": set(BASE),

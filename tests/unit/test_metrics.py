@@ -82,8 +82,9 @@ def test_every_scrape_publishes_each_probe_check() -> None:
     probes.ready["watches"] = lambda: (watches.is_set(), "synced" if watches.is_set() else "kinds not served")
     probes.ready["executor"] = lambda: 1 / 0  # type: ignore[return-value]  # a broken check counts as failed
     probes.live["workers"] = lambda: (True, "moving")
-    server = health.serve("127.0.0.1:0", None, metrics=True, scraped=probes.publish)
+    server = health.server("127.0.0.1:0", None, metrics=True, scraped=probes.publish)
     assert server is not None
+    server.start()
     url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
     try:
         with urllib.request.urlopen(url, timeout=5) as resp:

@@ -23,7 +23,7 @@ from pathlib import Path
 from hybrid_operator.ansible.privatedirs import ensure_private_dir
 from hybrid_operator.ansible.runsite import sitecustomize
 from hybrid_operator.ansible.warm import inline, protocol
-from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, terminate
+from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, process_groups, terminate
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,10 @@ class ZygoteClient:
 
     def stop(self, timeout: float = 10.0) -> None:
         self._closing = True
+        if self.proc is not None and not self.ready.is_set():
+            # Still warming up: none of our runs is in it, and it reads no end of file before it is done
+            # (seconds): a stop would wait for it. It and its warm-up's workers go at once.
+            kill(process_groups(self.proc.pid))
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.shutdown(socket.SHUT_RDWR)  # end of file: the zygote kills its runs and exits

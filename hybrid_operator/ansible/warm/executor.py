@@ -15,7 +15,8 @@ it; and the output is then read back through ansible-runner's own ``OutputEventF
 (an ``ANSIBLE_*`` variable the zygote was not started with) is exec'ed as a fresh ``ansible-playbook``
 instead, since Ansible reads its configuration only once per process.
 
-At start-up, in the background, the executor tests the warm path (``selftest``): the zygote's warm-up is a
+From ``start`` on (the lifecycle calls it; a first run does too), in the background, the executor tests
+the warm path (``selftest``): the zygote's warm-up is a
 run of the self-test playbook on Ansible's normal path, and a forked run of it must give the same results.
 Only then do runs use the zygote. When the test fails, the zygote cannot start, or ansible-runner's
 internals are not the shape ``compat`` expects, the executor switches itself off for good with one log
@@ -51,6 +52,7 @@ from hybrid_operator.ansible.running import (
 )
 from hybrid_operator.ansible.warm import lean, protocol, selftest
 from hybrid_operator.ansible.warm.client import SERVER, ZygoteClient, ZygoteError
+from hybrid_operator.lifecycle import Loop
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +92,17 @@ class WarmExecutor:
         self.off = ""  # why the warm path switched itself off: every run then goes through ansible-runner
         metrics.WARM_EXECUTOR.set(1)
         self._decided = threading.Event()  # the first zygote passed its self-test, or the warm path is off
-        # Warms up and tests itself in the background: the first reconcile need not pay for all of it.
-        threading.Thread(target=self._first_start, name="warm-start", daemon=True).start()
+        self._starter = Loop("warm-start", lambda _stopping: self._first_start())
+
+    # -- the lifecycle (``ready`` is the Executor's)
+
+    def start(self) -> None:
+        """Warm up and test the warm path in the background: the first reconcile need not pay for all of it."""
+        self._starter.start()
+
+    def stop(self, deadline: float) -> bool:
+        self.close()
+        return True
 
     def wait_until_ready(self, timeout: float = START_TIMEOUT) -> str:
         """Wait for the zygote's warm-up and self-test; the ansible-core version it runs (raises if off)."""
@@ -240,7 +251,7 @@ class WarmExecutor:
             zygote.stop()
 
     def _first_start(self) -> None:
-        """Start the first zygote and test it (in the background, from the constructor)."""
+        """Start the first zygote and test it (in the background, from ``start``)."""
         try:
             problems = compat.runner_problems()
             if problems:
@@ -258,6 +269,7 @@ class WarmExecutor:
 
     def _zygote_for_run(self, timeout: float = START_TIMEOUT) -> ZygoteClient | None:
         """The zygote to fork this run from, started again if it died; None when the warm path is off."""
+        self.start()  # an executor used without a lifecycle (tests, benches) starts at its first run
         self._decided.wait(timeout)
         with self._lock:
             if self._closed:

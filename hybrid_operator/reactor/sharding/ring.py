@@ -1,16 +1,19 @@
 """The ring this replica keeps with ``--sharding``: its Lease, the live members, and the gate for every run.
 
-Started by ``orchestration.run_operator``. One thread (``run``) renews this member's Lease every retry
-period, publishing its drain ack (``shards``), then lists the ring's Leases and works out who is alive.
-Like client-go's leader election, a peer's expiry is judged by when *this* replica last saw its renew
-stamp change, never by the peer's clock. When the live set (the view) changes, ``on_view`` tells the
-orchestration which objects to enqueue, and the next renew publishes the new ack as soon as no run in
-progress is of an object this member no longer owns.
+Built by ``orchestration``, started and stopped by the lifecycle with what every replica keeps going (a
+``lifecycle.Runnable``). One thread (``run``) renews this member's Lease every retry period, publishing its
+drain ack (``shards``), then lists the ring's Leases and works out who is alive. Like client-go's leader
+election, a peer's expiry is judged by when *this* replica last saw its renew stamp change, never by the
+peer's clock. When the live set (the view) changes, ``on_view`` tells the orchestration which objects to
+enqueue, and the next renew publishes the new ack as soon as no run in progress is of an object this member no
+longer owns.
 
 The workers ask ``begin`` before each run and call ``end`` after it: ``begin`` says RUN (recorded as in
 flight), WAIT (ours, a peer has not drained yet: parked, handed back by ``take_parked`` after the next
 read) or DROP (not ours). Should this member fail to renew for the renew deadline, which is shorter than
 the lease, ``on_lost`` is called: the process must stop running at once, before the peers take over.
+``stop`` comes after the workers': it ends the thread, and deletes our Lease when no run of ours is left,
+so the others take our objects at once.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Callable
 
 from hybrid_operator import metrics
 from hybrid_operator.kube.client import ApiError
+from hybrid_operator.lifecycle import Loop
 from hybrid_operator.reactor.queueing import Key
 from hybrid_operator.reactor.sharding import rules as shards
 from hybrid_operator.reactor.sharding.members import MemberLeases, Record
@@ -70,6 +74,7 @@ class Ring:
         self._wake = threading.Event()
         self._gone = False  # our Lease vanished from the ring after we had joined
         self.joined = threading.Event()  # our Lease is in the ring and our ack covers our view
+        self._loop = Loop("ring", self.run)
 
     # -- the workers' side -----------------------------------------------------------------------------
 
@@ -113,6 +118,25 @@ class Ring:
         if self.joined.is_set():
             return True, f"member {self.me} of a ring of {len(view)}"
         return False, f"joining the ring as {self.me} (view {sorted(view)}, ack {sorted(ack or ())})"
+
+    # -- the lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._loop.start()
+
+    def stop(self, deadline: float) -> bool:
+        """Stop renewing; leave the ring if no run of ours is in flight (the runs were abandoned otherwise)."""
+        self._loop.stopping.set()
+        self._wake.set()
+        stopped = self._loop.join(deadline)
+        with self._lock:
+            drained = not self._in_flight
+        if drained:
+            self.leave()
+        return stopped
+
+    def ready(self) -> tuple[bool, str]:
+        return self.status()
 
     # -- the ring thread -------------------------------------------------------------------------------
 

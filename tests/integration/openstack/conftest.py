@@ -3,7 +3,8 @@
 ``openstack_cloud`` (session) is the user's own cloud when ``OS_CLOUD`` or ``OS_CLIENT_CONFIG_FILE`` is set,
 otherwise the project's local cloud, brought up with ``hack/local-cloud.sh up`` (installed on first use,
 then cached; see docs/getting-started/local-cloud.md). A local cloud this fixture started is stopped at the end of the
-session unless ``LOCAL_CLOUD_KEEP=1``; one that was already running is left alone.
+session unless ``LOCAL_CLOUD_KEEP=1`` or the session is one of several pytest-xdist workers (they share it);
+one that was already running is left alone.
 
 Tests get a plain project user (cloud ``local`` of the local cloud), as the operator should run; the
 admin cloud (``local-admin``) is there for checks a member cannot make, and is None on a user's cloud
@@ -15,6 +16,7 @@ proxy); ``cleanup`` deletes, after a test, whatever VirtualMachine and server of
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import warnings
@@ -68,13 +70,19 @@ def openstack_cloud() -> Iterator[CloudConfig]:
     if os.environ.get("OS_CLOUD") or os.environ.get("OS_CLIENT_CONFIG_FILE"):
         yield _users_cloud()
         return
-    was_running = subprocess.run([str(LOCAL_CLOUD), "status"], capture_output=True, check=False).returncode == 0
-    # progress goes to stderr (shown with -s); the clouds.yaml path is the last line of stdout
-    proc = subprocess.run([str(LOCAL_CLOUD), "up"], stdout=subprocess.PIPE, text=True, check=False)
+    # Workers of one pytest -n run share the cloud: one brings it up (the others wait on the lock and find
+    # it running), and none takes it down under the others; hack/test.sh brings it up before them all.
+    (ROOT / "build").mkdir(exist_ok=True)
+    with open(ROOT / "build" / "local-cloud.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        was_running = subprocess.run([str(LOCAL_CLOUD), "status"], capture_output=True, check=False).returncode == 0
+        # progress goes to stderr (shown with -s); the clouds.yaml path is the last line of stdout
+        proc = subprocess.run([str(LOCAL_CLOUD), "up"], stdout=subprocess.PIPE, text=True, check=False)
     if proc.returncode != 0:
         pytest.fail(f"hack/local-cloud.sh up failed (exit {proc.returncode}); run it by hand to see why")
     yield CloudConfig(Path(proc.stdout.strip().splitlines()[-1]), "local", "local-admin")
-    if not was_running and os.environ.get("LOCAL_CLOUD_KEEP") != "1":
+    alone = "PYTEST_XDIST_WORKER" not in os.environ
+    if alone and not was_running and os.environ.get("LOCAL_CLOUD_KEEP") != "1":
         subprocess.run([str(LOCAL_CLOUD), "down"], capture_output=True, check=False)
 
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from ansible.errors import AnsibleError
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from hybrid_operator.ansible import extravars, inputdir, reserved
@@ -136,6 +138,25 @@ def test_any_resource_loads_through_ansible_equal_and_never_rendered(
     assert templated == expected
 
 
+def reserved_key_case(ansible: AnsibleLoader, value: Any, key: str, bad: Any) -> str:
+    """One example of the property below: a resource holding ``{key: bad}`` deep in its spec is refused
+    whole, or loads with every string still data. A refusal counts only as the decoder's, for the key: the
+    same resource without it must load as written, else the file was unreadable for another reason (a
+    broken writer) and the example proves nothing. Returns which it was: "refused" or "loaded"."""
+    obj = {"metadata": {"name": "n"}, "spec": {"message": TEMPLATE, "held": [value, {key: bad}]}}
+    assert reserved_key_paths(obj) == [f"spec.held[1].{key}"]
+    text = dump(run_vars(obj, unsafe=True))  # a writer's failure is a failure, never a refusal
+    try:
+        _loaded, templated = ansible.load(text)
+    except AnsibleError as exc:
+        clean = {"metadata": {"name": "n"}, "spec": {"message": TEMPLATE, "held": [value, {}]}}
+        loaded, templated = ansible.load(dump(run_vars(clean, unsafe=True)))
+        assert loaded == templated == run_vars(clean, unsafe=False), f"refused without the key too: {exc}"
+        return "refused"
+    assert "hyoprendered" not in json.dumps(templated, default=lambda o: type(o).__name__)  # 2.18: a vault object
+    return "loaded"
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     value=_json, key=st.sampled_from(sorted(KNOWN_RESERVED_KEYS)), bad=st.none() | st.integers() | st.lists(_strings)
@@ -143,13 +164,30 @@ def test_any_resource_loads_through_ansible_equal_and_never_rendered(
 def test_any_resource_with_a_reserved_key_is_refused_or_stays_data(
     ansible: AnsibleLoader, value: Any, key: str, bad: Any
 ) -> None:
-    obj = {"metadata": {"name": "n"}, "spec": {"message": TEMPLATE, "held": [value, {key: bad}]}}
-    assert reserved_key_paths(obj) == [f"spec.held[1].{key}"]
-    try:
-        _loaded, templated = ansible.load(dump(run_vars(obj, unsafe=True)))
-    except Exception:
+    event(reserved_key_case(ansible, value, key, bad))
+
+
+def test_the_reserved_key_property_fails_a_writer_ansible_cannot_read(
+    ansible: AnsibleLoader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal is no pass when the file could not be read anyway: here every file is cut short."""
+    monkeypatch.setattr(sys.modules[__name__], "dump", lambda variables: extravars.dump(variables)[:-1])
+    with pytest.raises(AnsibleError):
+        reserved_key_case(ansible, 1, "__ansible_unsafe", None)
+
+
+def test_the_reserved_key_property_fails_the_old_file_format(
+    ansible: AnsibleLoader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The old format (plain JSON, which Ansible reads as YAML when its decoder refuses a key): 2.19+ renders
+    the resource's strings as templates, and the property says so. 2.18's decoder took these keys, so
+    nothing was ever read as YAML there."""
+    monkeypatch.setattr(sys.modules[__name__], "dump", lambda variables: json.dumps(variables, default=str))
+    if ansible_version()[:2] < (2, 19):
+        assert reserved_key_case(ansible, 1, "__ansible_unsafe", None) == "loaded"
         return
-    assert "hyoprendered" not in json.dumps(templated, default=lambda o: type(o).__name__)  # 2.18: a vault object
+    with pytest.raises(AssertionError, match="hyoprendered"):
+        reserved_key_case(ansible, 1, "__ansible_unsafe", None)
 
 
 def test_the_start_up_check_passes_on_the_installed_ansible() -> None:

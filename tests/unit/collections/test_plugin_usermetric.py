@@ -81,8 +81,9 @@ def test_payload_carries_only_the_given_type_as_galaxy_builds_it() -> None:
 
 def test_send_reports_the_receivers_answer() -> None:
     store = UserMetrics(reserved=set)
-    srv = receiving.serve("127.0.0.1:0", store)
+    srv = receiving.server("127.0.0.1:0", store)
     assert srv is not None
+    srv.start()
     try:
         url = receiving.url(srv)
         env = {usermetric.URL_ENV: url, usermetric.TOKEN_ENV: srv.token}  # as the operator tells its runs

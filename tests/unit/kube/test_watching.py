@@ -172,6 +172,37 @@ def test_watch_events_keep_the_store_and_are_handed_on_with_the_old_object() -> 
     assert run.informer.snapshot()[1] == "13"
 
 
+def test_managed_fields_are_neither_stored_nor_handed_on() -> None:
+    managed = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
+    listed, watched = cr("a", "5"), cr("b", "11")
+    listed["metadata"]["managedFields"] = watched["metadata"]["managedFields"] = managed
+    run = Run([page("10", listed)], [[event("ADDED", watched)]]).run()
+    assert all("managedFields" not in new["metadata"] for _t, _old, new in run.events)
+    assert all("managedFields" not in o["metadata"] for o in run.informer.objects())
+    assert b"managedFields" not in (run.informer.raw("ns", "a") or b"")
+
+
+def test_with_keep_only_the_projection_is_stored_and_handed_on() -> None:
+    def names_only(obj: KubeObject) -> KubeObject:
+        return {"metadata": {k: obj["metadata"][k] for k in ("name", "namespace", "resourceVersion")}}
+
+    watch = [[event("MODIFIED", cr("a", "6", size=2))]]
+    run = Run([page("10", cr("a", "5", size=1))], watch, keep=names_only, full=False).run()
+    assert not run.informer.full
+    assert [new for _t, _old, new in run.events] == [names_only(cr("a", "5")), names_only(cr("a", "6"))]
+    assert run.events[1][1] == names_only(cr("a", "5"))
+    assert run.informer.get("ns", "a") == names_only(cr("a", "6"))
+
+
+def test_lookups_are_copies_the_store_does_not_share() -> None:
+    run = Run([page("10", cr("a", "5", size=1))], []).run()
+    first = run.informer.get("ns", "a")
+    assert first is not None
+    first["spec"]["size"] = 99
+    assert (run.informer.get("ns", "a") or {})["spec"] == {"size": 1}
+    assert run.informer.objects()[0]["spec"] == {"size": 1}
+
+
 def test_a_cluster_wide_informer_keys_objects_by_namespace() -> None:
     run = Run([page("10", cr("a", "5", namespace="one"), cr("a", "6", namespace="two"))], []).run()
     one, two = run.informer.get("one", "a"), run.informer.get("two", "a")
@@ -340,7 +371,7 @@ def test_an_object_over_the_entry_bound_is_kept_as_a_stub_listed_or_watched() ->
         size = oversize_of(kept[name])
         assert size is not None and (size.entries, size.limit) == (entries, 100), name
         assert kept[name]["metadata"]["name"] == name
-    assert next(new for _, _, new in run.events if new["metadata"]["name"] == "big") is kept["big"]
+    assert next(new for _, _, new in run.events if new["metadata"]["name"] == "big") == kept["big"]
 
 
 def test_a_page_too_large_to_decode_is_asked_for_again_in_smaller_pages(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -147,6 +147,31 @@ def test_a_list_is_a_kind_list_of_the_namespace_with_the_stores_resource_version
     assert everywhere is not None and len(json.loads(everywhere.body)["items"]) == 3
 
 
+def test_an_informer_that_keeps_only_metadata_never_answers() -> None:
+    caches = Caches()
+    inf = Informer(
+        Kube.__new__(Kube), DEPLOYMENTS, lambda *a: None, keep=lambda obj: {"metadata": obj["metadata"]}, full=False
+    )
+    inf.synced.set()
+    caches.add(inf)
+    put(inf, "ns", "web")
+    assert caches.answer(Location("/apis/apps/v1/deployments", "ns", "web")) is None
+    assert caches.answer(Location("/apis/apps/v1/deployments", "ns", "")) is None
+
+
+def test_an_object_too_deep_to_encode_is_left_to_the_api_server() -> None:
+    caches, inf = Caches(), informer(DEPLOYMENTS)
+    caches.add(inf)
+    obj = put(inf, "ns", "web")
+    node = obj.setdefault("spec", {})
+    for _ in range(20_000):
+        node["a"] = {}
+        node = node["a"]
+    inf._apply("MODIFIED", obj)
+    assert caches.answer(Location("/apis/apps/v1/deployments", "ns", "web")) is None
+    assert caches.answer(Location("/apis/apps/v1/deployments", "ns", "")) is None
+
+
 def test_cluster_scoped_kinds_are_answered_without_a_namespace_only() -> None:
     caches, inf = Caches(), informer(NODES)
     caches.add(inf)

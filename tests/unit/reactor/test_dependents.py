@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hybrid_operator.kube.client import Resource
 from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.owners import PRIMARY_RESOURCE, PRIMARY_RESOURCE_TYPE, Child, Owner, owned_by_kind
-from hybrid_operator.reactor.dependents import DependentWatches
+from hybrid_operator.kube.watching import Informer
+from hybrid_operator.reactor.dependents import DECLARED, DependentWatches, metadata_only, significant_change
 from hybrid_operator.reactor.queueing import Key, WorkQueue
 from hybrid_operator.settings.watches import Target, Watch
 
@@ -92,3 +98,138 @@ def test_a_status_change_wakes_only_owners_that_read_their_childrens_status() ->
         assert _queued(queue) == expected
         watches._handle("MODIFIED", old, {**old})  # nothing changed at all: nobody, declared or not
         assert _queued(queue) == []
+
+
+# -- what a dependent informer keeps --------------------------------------------------------------------
+
+REF = {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached", "name": "m", "uid": "u", "controller": True}
+LABELS = st.dictionaries(st.sampled_from(["app", "tier"]), st.sampled_from(["a", "b"]), max_size=2)
+CHILDREN = st.fixed_dictionaries(
+    {
+        "apiVersion": st.just("v1"),
+        "kind": st.just("ConfigMap"),
+        "metadata": st.fixed_dictionaries(
+            {
+                "name": st.just("c"),
+                "namespace": st.just("ns1"),
+                "resourceVersion": st.sampled_from(["1", "2", "3"]),
+                "labels": LABELS,
+                "ownerReferences": st.just([REF]),
+            },
+            optional={
+                "generation": st.integers(1, 3),
+                "deletionTimestamp": st.just("2026-01-01T00:00:00Z"),
+                "managedFields": st.just([{"manager": "x"}]),
+            },
+        ),
+        "data": st.dictionaries(st.sampled_from(["k", "l"]), st.sampled_from(["1", "2"]), max_size=2),
+    },
+    optional={"status": st.dictionaries(st.sampled_from(["ready", "n"]), st.integers(0, 2), max_size=2)},
+)
+
+
+@given(CHILDREN, CHILDREN)
+def test_a_metadata_only_child_tells_the_same_changes_as_the_whole_one(old: dict[str, Any], new: Any) -> None:
+    """A differential test: what wakes an owner is the same whether the informer kept the whole child or
+    ``metadata_only``."""
+    kept_old, kept_new = metadata_only(old), metadata_only(new)
+    assert significant_change(kept_old, kept_new) == significant_change(old, new)
+    assert (kept_old.get("status") == kept_new.get("status")) == (old.get("status") == new.get("status"))
+    watches = DependentWatches(None, WorkQueue(global_limit=1, per_kind_limits={}), [MEMCACHED], (), threading.Event())  # type: ignore[arg-type]
+    assert watches.owners_of(kept_new) == watches.owners_of(new)
+
+
+def test_metadata_only_keeps_what_is_read_and_drops_the_body() -> None:
+    annotations = {PRIMARY_RESOURCE: "ns1/m", PRIMARY_RESOURCE_TYPE: "Memcached.cache.example.com", "big": "x" * 1000}
+    whole = {
+        **deployment(ownerReferences=[REF], generation=4, uid="u1", resourceVersion="9", annotations=annotations),
+        "spec": {"template": {"spec": {"containers": [{"name": "web", "image": "nginx"}] * 20}}},
+        "status": {"availableReplicas": 2},
+    }
+    kept = metadata_only(whole)
+    assert kept["metadata"] == {
+        "name": "d",
+        "namespace": "ns1",
+        "uid": "u1",
+        "resourceVersion": "9",
+        "generation": 4,
+        "ownerReferences": [{k: v for k, v in REF.items() if k != "controller"}],
+        "annotations": {PRIMARY_RESOURCE: "ns1/m", PRIMARY_RESOURCE_TYPE: "Memcached.cache.example.com"},
+    }
+    assert "spec" not in kept and isinstance(kept[DECLARED], str)
+    assert isinstance(kept["status"], str)
+    assert len(json.dumps(kept)) < len(json.dumps(whole)) / 3
+
+
+def test_a_child_too_deep_to_digest_changes_with_every_write() -> None:
+    node: dict[str, Any] = {}
+    body = {**deployment(resourceVersion="5"), "data": node}
+    for _ in range(20_000):
+        node["a"] = {}
+        node = node["a"]
+    kept = metadata_only(body)
+    assert kept[DECLARED] == "rv:5"
+    assert significant_change(kept, metadata_only({**body, "metadata": {**body["metadata"], "resourceVersion": "6"}}))
+
+
+# -- what a run left, for skipConvergedAtStart ------------------------------------------------------------
+
+SKIPPING = Watch(gvk=MEMCACHED.gvk, target=MEMCACHED.target, skip_converged_at_start=True)
+DEPLOYMENT_GVK = GVK("apps", "v1", "Deployment")
+OWNER_KEY = Key(str(MEMCACHED.gvk), "ns1", "m")
+
+
+def children_world() -> tuple[DependentWatches, Informer]:
+    deps = DependentWatches(None, WorkQueue(global_limit=1, per_kind_limits={}), [SKIPPING], (), threading.Event())  # type: ignore[arg-type]
+    informer = Informer(None, Resource(DEPLOYMENT_GVK, "deployments", True), deps._handle, keep=metadata_only)  # type: ignore[arg-type]
+    deps._informers[DEPLOYMENT_GVK] = [informer]
+    deps._kinds_of[MEMCACHED.gvk] = {DEPLOYMENT_GVK}
+    informer.synced.set()
+    return deps, informer
+
+
+def owned(name: str, generation: int = 1, **extra: Any) -> dict[str, Any]:
+    return {**deployment(name=name, ownerReferences=[REF], generation=generation, uid=f"u-{name}"), **extra}
+
+
+def test_the_childrens_digest_moves_with_what_a_person_changes_and_not_with_status() -> None:
+    deps, informer = children_world()
+    assert deps.kinds_of(MEMCACHED.gvk) == ["Deployment.v1.apps"] and deps.synced(["Deployment.v1.apps"])
+    informer._apply("ADDED", owned("web", status={"availableReplicas": 0}))
+    first = deps.children_digest(OWNER_KEY, ["Deployment.v1.apps"])
+    informer._apply("MODIFIED", owned("web", status={"availableReplicas": 1}))
+    assert deps.children_digest(OWNER_KEY, ["Deployment.v1.apps"]) == first
+    digests = {first}
+    informer._apply("MODIFIED", owned("web", generation=2))  # someone scaled it
+    digests.add(deps.children_digest(OWNER_KEY, ["Deployment.v1.apps"]))
+    informer._apply("ADDED", owned("extra"))  # a child appeared
+    digests.add(deps.children_digest(OWNER_KEY, ["Deployment.v1.apps"]))
+    informer._apply("DELETED", owned("extra"))
+    informer._apply("DELETED", owned("web", generation=2))  # a child disappeared
+    digests.add(deps.children_digest(OWNER_KEY, ["Deployment.v1.apps"]))
+    assert len(digests) == 4
+    assert deps._children == {}  # an owner without children is forgotten
+
+
+def test_children_of_other_owners_and_kinds_do_not_count() -> None:
+    deps, informer = children_world()
+    informer._apply("ADDED", owned("web"))
+    mine = deps.children_digest(OWNER_KEY, ["Deployment.v1.apps"])
+    other = {**REF, "name": "other", "uid": "u2"}
+    informer._apply("ADDED", {**deployment(name="theirs", ownerReferences=[other], generation=7)})
+    assert deps.children_digest(OWNER_KEY, ["Deployment.v1.apps"]) == mine
+    assert deps.children_digest(OWNER_KEY, []) != mine
+
+
+def test_unknown_or_unsynced_kinds_are_not_synced() -> None:
+    deps, informer = children_world()
+    assert not deps.synced(["ConfigMap.v1"])
+    informer.synced.clear()
+    assert not deps.synced(["Deployment.v1.apps"])
+    assert deps.synced([])
+
+
+def test_no_index_is_kept_unless_a_watch_skips() -> None:
+    deps = DependentWatches(None, WorkQueue(global_limit=1, per_kind_limits={}), [MEMCACHED], (), threading.Event())  # type: ignore[arg-type]
+    deps._handle("ADDED", None, owned("web"))
+    assert deps._children is None

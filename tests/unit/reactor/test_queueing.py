@@ -6,9 +6,11 @@ from __future__ import annotations
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hybrid_operator.kube.objects import GVK
-from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue
+from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key, WorkQueue, resync_delay
 from tests.fakes import FakeClock
 
 pytestmark = pytest.mark.timeout(30)
@@ -293,6 +295,72 @@ def test_add_after_shutdown_is_ignored(clock: FakeClock) -> None:
     queue.add(key("a"))
     assert queue.depth() == 0
     assert queue.get(timeout=0) is None
+
+
+# -- periodic resyncs spread over their period ----------------------------------------------------------
+
+KEYS = st.builds(Key, st.sampled_from([FOO, BAR]), st.text(max_size=20), st.text(min_size=1, max_size=40))
+
+
+@given(KEYS, st.floats(0.5, 10 * 365 * 86400.0), st.floats(0, 4e9))
+def test_a_resync_is_never_later_than_its_period(k: Key, period: float, now: float) -> None:
+    delay = resync_delay(k, period, now)
+    assert 0 < delay <= period
+
+
+@given(KEYS, st.floats(1.0, 86400.0), st.floats(0, 4e9), st.floats(0, 0.99))
+def test_between_resyncs_the_interval_is_the_period(k: Key, period: float, now: float, run: float) -> None:
+    """A key keeps its phase: the run that a resync starts (``run`` of the period long) schedules the
+    next one a whole period after the first was due."""
+    due = now + resync_delay(k, period, now)
+    again = due + run * period
+    assert (again + resync_delay(k, period, again)) - due == pytest.approx(period, rel=1e-6, abs=1e-3)
+
+
+def test_objects_created_together_come_due_spread_over_the_period() -> None:
+    period, now = 3600.0, 1_800_000_000.0
+    delays = [resync_delay(Key(FOO, "ns", f"foo-{i:05d}"), period, now) for i in range(10_000)]
+    buckets = [0] * 10
+    for delay in delays:
+        buckets[min(9, int(delay / period * 10))] += 1
+    assert all(850 <= count <= 1150 for count in buckets), buckets  # ~1,000 in every tenth of the period
+
+
+def test_no_period_no_resync() -> None:
+    assert resync_delay(key("a"), 0.0, 1.0) == 0.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["change", "resync", "later", "tick", "take"]), st.integers(0, 5)),
+        max_size=60,
+    )
+)
+def test_a_due_change_always_goes_before_any_resync(steps: list[tuple[str, int]]) -> None:
+    """Whatever was queued when, a worker never gets a resync (or retry) while a change is due and free."""
+    clock = FakeClock()
+    queue = make(clock, total=100, limits={FOO: 100})
+    changes: set[Key] = set()
+    for action, n in steps:
+        k = key(f"o{n}")
+        if action == "change":
+            queue.add(k, priority=PRIORITY_CHANGE)
+            changes.add(k)
+        elif action == "resync":
+            queue.add(k, priority=PRIORITY_RESYNC)
+        elif action == "later":
+            queue.add(k, delay=n + 0.5, priority=PRIORITY_RESYNC)
+        elif action == "tick":
+            clock.advance(n)
+        else:
+            got = queue.get(timeout=0)
+            if got is None:
+                continue
+            if got not in changes:
+                assert not changes, f"{got} before the changes {sorted(map(str, changes))}"
+            changes.discard(got)
+            queue.done(got)
 
 
 # -- spare lanes: no namespace holds every worker while another waits ------------------------------------

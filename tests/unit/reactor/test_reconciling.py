@@ -28,8 +28,9 @@ from hybrid_operator.kube.owners import Owner
 from hybrid_operator.proxy.confining import ANYWHERE, Reach
 from hybrid_operator.reactor import reconciling
 from hybrid_operator.reactor.annotations import RECONCILE_PERIOD
-from hybrid_operator.reactor.queueing import Key
+from hybrid_operator.reactor.queueing import Key, resync_delay
 from hybrid_operator.reactor.reconciling import MIN_REQUEUE, OWNER_ENV, KindContext, Outcome, Reconciler
+from hybrid_operator.reactor.resuming import RECORD
 from hybrid_operator.settings.watches import Finalizer, Target, Watch
 from tests.fakes import FakeExecutor, FakeKube, FakeProxy
 
@@ -284,16 +285,31 @@ def test_the_status_records_the_generation_the_run_saw(world: World) -> None:
     assert world.kube.stored()["status"]["observedGeneration"] == 3  # 4 gets a run of its own
 
 
+@pytest.fixture
+def frozen_wall_clock(monkeypatch: pytest.MonkeyPatch) -> float:
+    now = 1_800_000_000.0
+    monkeypatch.setattr(reconciling.time, "time", lambda: now)
+    return now
+
+
 @pytest.mark.parametrize(
     ("role_after", "period", "expected"),
-    [(None, 0.0, None), (30.0, 0.0, 30.0), (None, 60.0, 60.0), (30.0, 60.0, 30.0), (90.0, 60.0, 60.0)],
+    [(None, 0.0, None), (30.0, 0.0, 30.0), (None, 60.0, "resync"), (90.0, 60.0, "resync")],
 )
-def test_requeue_after_is_the_sooner_of_the_role_and_the_period(
-    world: World, role_after: float | None, period: float, expected: float | None
+def test_requeue_after_is_the_sooner_of_the_role_and_the_periodic_resync(
+    world: World, frozen_wall_clock: float, role_after: float | None, period: float, expected: float | str | None
 ) -> None:
     world.kube.put(cr())
     world.executor.results = [RunResult(run_id="r", ok=1, requeue_after=role_after)]
+    if expected == "resync":
+        expected = resync_delay(KEY, period, frozen_wall_clock)
     assert world.reconcile(period=period) == Outcome(succeeded=True, requeue_after=expected)
+
+
+def test_a_role_asking_sooner_than_the_resync_is_requeued_as_it_asked(world: World, frozen_wall_clock: float) -> None:
+    world.kube.put(cr())
+    world.executor.results = [RunResult(run_id="r", ok=1, requeue_after=1.5)]
+    assert world.reconcile(period=3600.0).requeue_after == 1.5
 
 
 @pytest.mark.parametrize("role_after", [0.0, 0.001, 0.999])
@@ -308,9 +324,9 @@ def test_a_requeue_under_a_second_is_raised_to_one_and_said_once(
     assert len(said) == 1 and said[0].fields["name"] == "mc"  # type: ignore[attr-defined]
 
 
-def test_an_annotated_period_overrides_the_default(world: World) -> None:
+def test_an_annotated_period_overrides_the_default(world: World, frozen_wall_clock: float) -> None:
     world.kube.put(cr(annotations={RECONCILE_PERIOD: "2m"}))
-    assert world.reconcile(period=3600.0).requeue_after == 120.0
+    assert world.reconcile(period=3600.0).requeue_after == resync_delay(KEY, 120.0, frozen_wall_clock)
 
 
 def test_a_failed_run_writes_failure_warns_and_retries(world: World) -> None:
@@ -448,6 +464,26 @@ def test_a_requeue_before_the_watch_caught_up_sees_our_own_write(world: World) -
     assert "Running reconciliation" not in json.dumps(world.kube.patches[-1])
 
 
+def test_our_own_writes_are_forgotten_once_no_watch_can_still_be_behind_them(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With thousands of objects at rest, the reconciler must not hold a second copy of each."""
+    now = [1000.0]
+    monkeypatch.setattr(reconciling.time, "monotonic", lambda: now[0])
+    world.kube.put(cr(generation=2))
+    stale = world.kube.stored()
+    world.cache = lambda ns, name: copy.deepcopy(stale)
+    world.reconcile()
+    written = world.reconciler._written[KEY][1]
+    assert isinstance(written, bytes) and b"managedFields" not in written  # compact, and without them
+    now[0] += reconciling.WRITTEN_TTL + 1
+    world.reconciler._remember_write(Key(KEY.gvk, "ns", "other"), {"metadata": {"name": "other"}})
+    assert list(world.reconciler._written) == [Key(KEY.gvk, "ns", "other")]
+    now[0] += reconciling.WRITTEN_TTL + 1
+    world.reconciler.tidy()  # at rest, with no write to sweep them, an idle worker's call does
+    assert not world.reconciler._written
+
+
 def test_a_cache_that_caught_up_wins_over_our_older_write(world: World) -> None:
     world.kube.put(cr(generation=2))
     world.reconcile()
@@ -562,3 +598,43 @@ def test_rehearse_of_a_refused_object_returns_the_failure_without_a_run(world: W
     assert rehearsal.refused == "InvalidSpec"
     assert conditions({"status": rehearsal.status})["Failure"]["status"] == "True"
     assert world.executor.requests == []
+
+
+# -- the record of skipConvergedAtStart ------------------------------------------------------------------------
+
+
+def recording(world: World, answer: Any) -> tuple[KindContext, list[tuple[Key, int, bool]]]:
+    """A kind context whose record function answers ``answer`` and notes what it was asked."""
+    asked: list[tuple[Key, int, bool]] = []
+    ctx = world.ctx()
+
+    def record(key: Key, obj: KubeObject, succeeded: bool) -> Any:
+        asked.append((key, obj["metadata"]["generation"], succeeded))
+        return answer
+
+    ctx.record = record
+    return ctx, asked
+
+
+def test_a_successful_run_writes_its_record_with_its_status(world: World) -> None:
+    world.kube.put(cr(generation=4))
+    ctx, asked = recording(world, {"generation": 4, "content": "c"})
+    world.reconciler.reconcile(KEY, ctx)
+    assert asked == [(KEY, 4, True)]
+    assert world.kube.stored()["status"][RECORD] == {"generation": 4, "content": "c"}
+    assert world.kube.stored()["status"]["observedGeneration"] == 4
+
+
+def test_a_failed_run_removes_the_record(world: World) -> None:
+    world.kube.put(cr(generation=4, status={RECORD: {"generation": 4}}))
+    world.executor.results = [failed()]
+    ctx, asked = recording(world, None)
+    world.reconciler.reconcile(KEY, ctx)
+    assert asked == [(KEY, 4, False)]
+    assert RECORD not in world.kube.stored()["status"]
+
+
+def test_without_the_option_the_status_carries_no_record(world: World) -> None:
+    world.kube.put(cr(generation=4, status={RECORD: {"generation": 3}}))
+    world.reconcile()
+    assert world.kube.stored()["status"][RECORD] == {"generation": 3}  # left as it was: nobody reads it

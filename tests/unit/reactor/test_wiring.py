@@ -11,6 +11,7 @@ import pytest
 
 from hybrid_operator.kube.client import Resource
 from hybrid_operator.kube.objects import GVK
+from hybrid_operator.lifecycle import Lifecycle
 from hybrid_operator.reactor import wiring
 from hybrid_operator.reactor.reconciling import Reconciler
 from hybrid_operator.settings.config import Config, add_run_flags
@@ -109,7 +110,8 @@ def test_the_runtime_wires_one_executor_and_proxy_into_the_reconciler(
         caches=caches,
         extra_ansible_args="--check",
     )
-    try:
+    with Lifecycle(grace=5) as lifecycle:
+        runtime.add_to(lifecycle)
         assert executor.extra_ansible_args == "--check"
         proxy = runtime.proxy
         assert isinstance(proxy, FakeProxy)
@@ -120,10 +122,9 @@ def test_the_runtime_wires_one_executor_and_proxy_into_the_reconciler(
         assert runtime.reconciler.proxy is proxy
         assert runtime.reconciler.kube is kube
         assert runtime.reconciler.recorder.kube is kube
-        runtime.start()
-        assert proxy.started
-    finally:
-        runtime.close()
+        assert lifecycle.start_all()
+        assert proxy.started and executor.started
+        assert lifecycle.checks["executor"]() == (True, "ok")
     assert executor.closed and proxy.stopped
     assert not runtime.reconciler._kubeconfigs.exists()  # the runs' kubeconfig dir is gone too
 

@@ -14,6 +14,8 @@ import pytest
 
 from hybrid_operator.errors import InvalidObject, PermanentError, TemporaryError
 from hybrid_operator.kube.client import ApiError
+from hybrid_operator.reactor import heap
+from hybrid_operator.reactor import workers as workers_mod
 from hybrid_operator.reactor.queueing import PRIORITY_CHANGE, PRIORITY_RESYNC, Key
 from hybrid_operator.reactor.reconciling import Outcome
 from hybrid_operator.reactor.sharding.rules import Verdict
@@ -78,6 +80,9 @@ class FakeReconciler:
 
     def report(self, key: Key, ctx: Any, reason: str, message: str) -> None:
         self.reports.append((key, reason, message))
+
+    def tidy(self) -> None:
+        self.tidied = True
 
 
 class FakeKind:
@@ -212,6 +217,21 @@ def test_a_bug_is_logged_with_its_traceback(caplog: pytest.LogCaptureFixture) ->
     assert str(KEY) in record.getMessage()
 
 
+def test_a_run_cut_short_by_the_stop_is_no_crash(caplog: pytest.LogCaptureFixture) -> None:
+    """At the stop's deadline the executor closes under the runs still going: their error is the stop's, not a
+    bug, and nothing is requeued."""
+
+    def cut_short() -> Outcome:
+        setup.stop.set()
+        raise RuntimeError("the executor is closed")
+
+    setup = Setup(cut_short)
+    with caplog.at_level(logging.INFO, logger="hybrid_operator.reactor.workers"):
+        assert setup.work() == [("done", KEY)]
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.WARNING]
+    assert f"reconcile of {KEY} cut short by the stop: the executor is closed" in caplog.text
+
+
 def test_a_temporary_error_is_logged_without_a_traceback(caplog: pytest.LogCaptureFixture) -> None:
     setup = Setup(ApiError(503, "Unavailable"))
     with caplog.at_level(logging.INFO, logger="hybrid_operator.reactor.workers"):
@@ -337,3 +357,22 @@ def test_a_busy_worker_within_its_time_passes_the_check(release: threading.Event
     assert detail.startswith("1 workers")
     release.set()
     assert setup.workers.join(time.monotonic() + 5)
+
+
+# -- idle chores -------------------------------------------------------------------------------------------
+
+
+def test_an_idle_worker_tidies_and_trims_the_heap_once_after_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    trims: list[bool] = []
+    monkeypatch.setattr(workers_mod.heap, "trim", lambda: trims.append(True) or True)
+    setup = Setup(Outcome(succeeded=True))
+    setup.workers.trim_after = 0.0
+    setup.work()  # one run, then the queue is idle
+    assert trims == [True] and getattr(setup.reconciler, "tidied", False)
+    setup.stop.clear()
+    setup.work()  # idle again with no run since: no second trim
+    assert trims == [True]
+
+
+def test_the_heap_trim_never_raises() -> None:
+    assert heap.trim() in (True, False)

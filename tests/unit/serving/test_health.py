@@ -22,8 +22,9 @@ from tests.trickling import Tricklers
 def probes_server() -> Iterator[BoundedServer]:
     probes = health.Probes()
     probes.live["workers"] = lambda: (True, "moving")
-    server = health.serve("127.0.0.1:0", probes, metrics=False)
+    server = health.server("127.0.0.1:0", probes, metrics=False)
     assert server is not None
+    server.start()
     yield server
     server.shutdown()
     server.server_close()

@@ -27,8 +27,9 @@ from tests.trickling import Tricklers
 @pytest.fixture(scope="module")
 def shared_server() -> Iterator[ThreadingHTTPServer]:
     """One server for the module (each shutdown waits out a 0.5 s poll); each test gets a fresh store."""
-    srv = receiving.serve("127.0.0.1:0", UserMetrics())
+    srv = receiving.server("127.0.0.1:0", UserMetrics())
     assert srv is not None
+    srv.start()
     yield srv
     srv.shutdown()
     srv.server_close()
@@ -137,8 +138,9 @@ def test_a_body_that_stalls_is_refused(server: ThreadingHTTPServer, monkeypatch:
 def own_server(store: UserMetrics) -> Iterator[BoundedServer]:
     """A server of this test's own, at its production bounds: on the shared one, a handler thread of an
     earlier test still ending could hold a place."""
-    srv = receiving.serve("127.0.0.1:0", store)
+    srv = receiving.server("127.0.0.1:0", store)
     assert srv is not None
+    srv.start()
     yield srv
     srv.shutdown()
     srv.server_close()
@@ -205,13 +207,12 @@ def test_bad_addresses_are_config_errors(address: str) -> None:
 
 def test_the_operator_tells_its_runs_where_the_receiver_is(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(receiving.URL_ENV, "stale")
-    srv = cli._receive_role_metrics("127.0.0.1:0")
+    srv = cli._role_metrics_receiver("127.0.0.1:0")
     assert srv is not None
     try:
         assert os.environ[receiving.URL_ENV] == f"http://127.0.0.1:{port(srv)}/metrics"
     finally:
-        srv.shutdown()
-        srv.server_close()
+        srv.stop()  # bound, not serving yet: the lifecycle starts it
 
 
 def test_a_busy_port_turns_role_metrics_off_without_stopping_the_operator(
@@ -222,21 +223,23 @@ def test_a_busy_port_turns_role_metrics_off_without_stopping_the_operator(
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         with caplog.at_level(logging.ERROR):
-            assert cli._receive_role_metrics(f"127.0.0.1:{taken.getsockname()[1]}") is None
+            assert cli._role_metrics_receiver(f"127.0.0.1:{taken.getsockname()[1]}") is None
     assert os.environ[receiving.URL_ENV] == ""
     assert "role metrics are off" in caplog.text
 
 
 def test_disabled_means_off_for_the_runs_too(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(receiving.URL_ENV, "stale")
-    assert cli._receive_role_metrics("0") is None
+    assert cli._role_metrics_receiver("0") is None
     assert os.environ[receiving.URL_ENV] == ""
 
 
 def test_the_operators_metrics_endpoint_carries_the_role_metrics() -> None:
-    srv = receiving.serve("127.0.0.1:0")  # the operator's own store
-    metrics = health.serve("127.0.0.1:0", None, metrics=True)
+    srv = receiving.server("127.0.0.1:0")  # the operator's own store
+    metrics = health.server("127.0.0.1:0", None, metrics=True)
     assert srv is not None and metrics is not None
+    srv.start()
+    metrics.start()
     try:
         doc = {"name": "test_receiving_backups", "description": "backups", "gauge": {"set": 2}}
         assert request(srv, "POST", json.dumps(doc).encode())[0] == 200
@@ -269,12 +272,11 @@ def test_a_local_process_without_the_runs_secret_is_refused_before_its_body(
 
 
 def test_every_server_has_its_own_secret() -> None:
-    first, second = receiving.serve("127.0.0.1:0", UserMetrics()), receiving.serve("127.0.0.1:0", UserMetrics())
+    first, second = receiving.server("127.0.0.1:0", UserMetrics()), receiving.server("127.0.0.1:0", UserMetrics())
     try:
         assert first is not None and second is not None and first.token != second.token
         assert len(first.token) >= 32
     finally:
         for srv in (first, second):
             if srv is not None:
-                srv.shutdown()
-                srv.server_close()
+                srv.stop()

@@ -55,8 +55,9 @@ def serve() -> Iterator[Callable[..., int]]:
     servers = []
 
     def start(tls: ServerTLS, gate: Gate | None = None, bounds: Bounds = health.BOUNDS) -> int:
-        server = health.serve("127.0.0.1:0", None, metrics=True, tls=tls, gate=gate, bounds=bounds)
+        server = health.server("127.0.0.1:0", None, metrics=True, tls=tls, gate=gate, bounds=bounds)
         assert server is not None
+        server.start()
         servers.append(server)
         return int(server.server_address[1])
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import shlex
@@ -13,7 +14,7 @@ import pytest
 
 from hybrid_operator.errors import ConfigError
 from hybrid_operator.kube.objects import GVK
-from hybrid_operator.settings.config import Config, add_run_flags
+from hybrid_operator.settings.config import Config, add_run_flags, per_kind
 
 FOO = GVK("samplecontroller.k8s.io", "v1alpha1", "Foo")
 
@@ -36,18 +37,18 @@ def config(*argv: str, env: dict[str, str] | None = None) -> Config:
 
 def test_defaults() -> None:
     cfg = config()
-    assert cfg.watches_file == Path("watches.yaml")
-    assert cfg.reconcile_period == 36000.0
-    assert cfg.max_concurrent_reconciles >= 1
-    assert cfg.max_concurrent_total == cfg.max_concurrent_reconciles
-    assert cfg.ansible_verbosity == 2
-    assert cfg.run_timeout == 600.0
-    assert cfg.max_artifacts_bytes == 1 << 30
-    assert cfg.inject_owner_ref is True
-    assert cfg.leader_elect is False
-    assert cfg.graceful_shutdown_timeout == 30.0
-    assert cfg.roles_paths == ()
-    assert cfg.namespaces == ()
+    assert cfg.watching.watches_file == Path("watches.yaml")
+    assert cfg.watching.reconcile_period == 36000.0
+    assert cfg.reconciles.max_concurrent_reconciles >= 1
+    assert cfg.reconciles.max_concurrent_total == cfg.reconciles.max_concurrent_reconciles
+    assert cfg.runs.verbosity == 2
+    assert cfg.runs.timeout == 600.0
+    assert cfg.runs.max_artifacts_bytes == 1 << 30
+    assert cfg.proxy.inject_owner_ref is True
+    assert cfg.election.leader_elect is False
+    assert cfg.reconciles.graceful_shutdown_timeout == 30.0
+    assert cfg.runs.roles_paths == ()
+    assert cfg.watching.namespaces == ()
 
 
 def test_flags_are_parsed() -> None:
@@ -62,15 +63,15 @@ def test_flags_are_parsed() -> None:
         "--ansible-run-timeout=90s",
         "--leader-elect",
     )
-    assert cfg.reconcile_period == 90.0
-    assert cfg.max_concurrent_reconciles == 3
-    assert cfg.max_concurrent_total == 8
-    assert cfg.roles_paths == (Path("/a/roles"), Path("/b/roles"))
-    assert cfg.collections_paths == (Path("/c"),)
-    assert cfg.max_artifacts_bytes == 500 << 20
-    assert cfg.inject_owner_ref is False
-    assert cfg.run_timeout == 90.0
-    assert cfg.leader_elect is True
+    assert cfg.watching.reconcile_period == 90.0
+    assert cfg.reconciles.max_concurrent_reconciles == 3
+    assert cfg.reconciles.max_concurrent_total == 8
+    assert cfg.runs.roles_paths == (Path("/a/roles"), Path("/b/roles"))
+    assert cfg.runs.collections_paths == (Path("/c"),)
+    assert cfg.runs.max_artifacts_bytes == 500 << 20
+    assert cfg.proxy.inject_owner_ref is False
+    assert cfg.runs.timeout == 90.0
+    assert cfg.election.leader_elect is True
 
 
 @pytest.mark.parametrize(
@@ -85,12 +86,12 @@ def test_flags_are_parsed() -> None:
     ],
 )
 def test_a_runs_requests_last_two_minutes_at_most_unless_told(argv: tuple[str, ...], seconds: float) -> None:
-    assert config(*argv).proxy_stream_timeout == seconds
+    assert config(*argv).proxy.stream_timeout == seconds
 
 
 @pytest.mark.parametrize(("text", "size"), [("1024", 1024), ("2Gi", 2 << 30), ("10K", 10 << 10), ("3MB", 3 << 20)])
 def test_sizes(text: str, size: int) -> None:
-    assert config(f"--max-artifacts-size={text}").max_artifacts_bytes == size
+    assert config(f"--max-artifacts-size={text}").runs.max_artifacts_bytes == size
 
 
 @pytest.mark.parametrize(
@@ -118,8 +119,8 @@ def test_verbosity_out_of_range() -> None:
 
 
 def test_watch_namespace_is_a_comma_list() -> None:
-    assert config(env={"WATCH_NAMESPACE": "team-a, team-b,,"}).namespaces == ("team-a", "team-b")
-    assert config(env={"WATCH_NAMESPACE": ""}).namespaces == ()
+    assert config(env={"WATCH_NAMESPACE": "team-a, team-b,,"}).watching.namespaces == ("team-a", "team-b")
+    assert config(env={"WATCH_NAMESPACE": ""}).watching.namespaces == ()
 
 
 @pytest.mark.parametrize(
@@ -135,36 +136,35 @@ def test_watch_namespace_is_a_comma_list() -> None:
     ],
 )
 def test_per_kind_env_name(gvk: GVK, name: str) -> None:
-    cfg = config()
-    assert cfg.per_kind("MAX_CONCURRENT_RECONCILES", gvk, 1, env={name: "4"}) == 4
-    assert cfg.per_kind("MAX_CONCURRENT_RECONCILES", gvk, 1, env={}) == 1
+    assert per_kind("MAX_CONCURRENT_RECONCILES", gvk, 1, env={name: "4"}) == 4
+    assert per_kind("MAX_CONCURRENT_RECONCILES", gvk, 1, env={}) == 1
 
 
 def test_concurrency_and_verbosity_per_kind(monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = config("--max-concurrent-reconciles=2", "--ansible-verbosity=1")
     monkeypatch.delenv("MAX_CONCURRENT_RECONCILES_FOO_SAMPLECONTROLLER_K8S_IO", raising=False)
     monkeypatch.delenv("ANSIBLE_VERBOSITY_FOO_SAMPLECONTROLLER_K8S_IO", raising=False)
-    assert cfg.concurrency(FOO) == 2
-    assert cfg.verbosity(FOO) == 1
+    assert cfg.reconciles.concurrency(FOO) == 2
+    assert cfg.runs.verbosity_of(FOO) == 1
     monkeypatch.setenv("MAX_CONCURRENT_RECONCILES_FOO_SAMPLECONTROLLER_K8S_IO", "6")
     monkeypatch.setenv("ANSIBLE_VERBOSITY_FOO_SAMPLECONTROLLER_K8S_IO", "4")
-    assert cfg.concurrency(FOO) == 6
-    assert cfg.verbosity(FOO) == 4
+    assert cfg.reconciles.concurrency(FOO) == 6
+    assert cfg.runs.verbosity_of(FOO) == 4
     monkeypatch.setenv("MAX_CONCURRENT_RECONCILES_FOO_SAMPLECONTROLLER_K8S_IO", "0")
-    assert cfg.concurrency(FOO) == 1  # never zero workers for a kind
+    assert cfg.reconciles.concurrency(FOO) == 1  # never zero workers for a kind
 
 
 @pytest.mark.parametrize(("raw", "problem"), [("lots", "whole number"), ("-1", "negative")])
 def test_per_kind_bad_value_names_the_variable(raw: str, problem: str) -> None:
     name = "MAX_CONCURRENT_RECONCILES_FOO_SAMPLECONTROLLER_K8S_IO"
     with pytest.raises(ConfigError, match=f"{name} must .*{problem}"):
-        config().per_kind("MAX_CONCURRENT_RECONCILES", FOO, 1, env={name: raw})
+        per_kind("MAX_CONCURRENT_RECONCILES", FOO, 1, env={name: raw})
 
 
 def test_the_default_artifacts_dir_is_per_user() -> None:
     """A shared default would be the same dir for every user: whoever made it first would own the runs."""
     expected = Path(tempfile.gettempdir()) / f"hybrid-operator-{os.geteuid()}" / "runner"
-    assert config().artifacts_dir == expected
+    assert config().runs.artifacts_dir == expected
 
 
 # An operator-sdk project's manager Deployment, unchanged: config/manager/manager.yaml's args with
@@ -181,10 +181,11 @@ UPSTREAM_SCAFFOLD_ARGS = [
 
 def test_an_upstream_scaffold_deployment_parses() -> None:
     cfg = config(*UPSTREAM_SCAFFOLD_ARGS)
-    assert (cfg.metrics_require_rbac, cfg.metrics_secure, cfg.leader_elect) == (True, True, True)
-    assert cfg.metrics_address == ":8443"
-    assert cfg.leader_election_id == "memcached-molecule-operator"
-    assert cfg.health_address == ":6789"
+    serving = cfg.serving
+    assert (serving.metrics_require_rbac, serving.metrics_secure, cfg.election.leader_elect) == (True, True, True)
+    assert cfg.serving.metrics_address == ":8443"
+    assert cfg.election.lease_name == "memcached-molecule-operator"
+    assert cfg.serving.health_address == ":6789"
 
 
 @pytest.mark.parametrize(
@@ -202,12 +203,12 @@ def test_an_upstream_scaffold_deployment_parses() -> None:
     ],
 )
 def test_ansible_args_lose_one_pair_of_surrounding_single_quotes(raw: str, parsed: str) -> None:
-    assert config(f"--ansible-args={raw}").ansible_args == parsed
+    assert config(f"--ansible-args={raw}").runs.ansible_args == parsed
 
 
 def test_quoted_ansible_args_split_into_ansible_playbook_arguments() -> None:
     cfg = config("--ansible-args='--vault-password-file /opt/ansible/pwd.yml'")
-    split = shlex.split(cfg.ansible_args)  # what ansible-runner does with its cmdline
+    split = shlex.split(cfg.runs.ansible_args)  # what ansible-runner does with its cmdline
     assert split == ["--vault-password-file", "/opt/ansible/pwd.yml"]
 
 
@@ -216,23 +217,27 @@ def test_quoted_ansible_args_split_into_ansible_playbook_arguments() -> None:
     [([], False), (["--leader-elect"], True), (["--leader-elect=true"], True), (["--leader-elect=false"], False)],
 )
 def test_boolean_flags_read_as_go_reads_them(argv: list[str], value: bool) -> None:
-    assert config(*argv).leader_elect is value
+    assert config(*argv).election.leader_elect is value
     flipped = [a.replace("leader-elect", "metrics-secure") for a in argv]
-    assert config(*flipped).metrics_secure is value
+    assert config(*flipped).serving.metrics_secure is value
 
 
 def test_inject_owner_ref_and_module_server_also_take_a_bare_flag() -> None:
     cfg = config("--inject-owner-ref", "--module-server")
-    assert (cfg.inject_owner_ref, cfg.module_server) == (True, True)
+    assert (cfg.proxy.inject_owner_ref, cfg.runs.module_server) == (True, True)
 
 
 def test_metrics_are_plain_http_unless_asked() -> None:
-    cfg = config()
-    assert (cfg.metrics_secure, cfg.metrics_require_rbac, cfg.metrics_cert_dir) == (False, False, None)
-    cfg = config(
+    serving = config().serving
+    assert (serving.metrics_secure, serving.metrics_require_rbac, serving.metrics_cert_dir) == (False, False, None)
+    serving = config(
         "--metrics-secure", "--metrics-cert-path=/certs", "--metrics-cert-name=c.pem", "--metrics-cert-key=k.pem"
+    ).serving
+    assert (serving.metrics_cert_dir, serving.metrics_cert_name, serving.metrics_key_name) == (
+        Path("/certs"),
+        "c.pem",
+        "k.pem",
     )
-    assert (cfg.metrics_cert_dir, cfg.metrics_cert_name, cfg.metrics_key_name) == (Path("/certs"), "c.pem", "k.pem")
 
 
 def test_rbac_without_tls_is_refused() -> None:
@@ -273,15 +278,15 @@ def test_bad_upstream_flag_values_are_refused(argv: list[str], capsys: pytest.Ca
 
 def test_sharding_is_off_by_default_and_its_lease_defaults_to_upstreams_15s() -> None:
     cfg = config()
-    assert (cfg.sharding, cfg.sharding_lease_duration) == (False, 15.0)
+    assert (cfg.election.sharding, cfg.election.sharding_lease_duration) == (False, 15.0)
     cfg = config("--sharding", "--sharding-lease-duration=3s")
-    assert (cfg.sharding, cfg.sharding_lease_duration) == (True, 3.0)
+    assert (cfg.election.sharding, cfg.election.sharding_lease_duration) == (True, 3.0)
 
 
 def test_sharding_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HYBRID_OPERATOR_SHARDING", "true")
-    assert config().sharding is True
-    assert config("--sharding=false").sharding is False
+    assert config().election.sharding is True
+    assert config("--sharding=false").election.sharding is False
 
 
 def test_sharding_and_leader_election_exclude_each_other() -> None:
@@ -295,11 +300,11 @@ def test_a_sharding_lease_under_a_second_is_refused() -> None:
 
 
 def test_ansible_inventory_names_the_runs_inventory(tmp_path: Path) -> None:
-    assert config().inventory is None
+    assert config().runs.inventory is None
     (tmp_path / "inventory").mkdir()
-    assert config(env={"ANSIBLE_INVENTORY": str(tmp_path / "inventory")}).inventory == tmp_path / "inventory"
+    assert config(env={"ANSIBLE_INVENTORY": str(tmp_path / "inventory")}).runs.inventory == tmp_path / "inventory"
     (tmp_path / "hosts").write_text("localhost\n")
-    assert config(env={"ANSIBLE_INVENTORY": str(tmp_path / "hosts")}).inventory == tmp_path / "hosts"
+    assert config(env={"ANSIBLE_INVENTORY": str(tmp_path / "hosts")}).runs.inventory == tmp_path / "hosts"
 
 
 @pytest.mark.parametrize("raw", ["/no/such/inventory", "/etc/ansible/hosts,/tmp/other"])
@@ -311,11 +316,11 @@ def test_an_ansible_inventory_that_is_no_path_stops_the_operator(raw: str) -> No
 def test_the_bind_addresses_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """So `make run` of a scaffolded project (a plain `hybrid-operator run`) can avoid the default ports, as the
     docs' tutorial test does when it runs the page's commands as written."""
-    assert (config().metrics_address, config().health_address) == (":8443", ":6789")
+    assert (config().serving.metrics_address, config().serving.health_address) == (":8443", ":6789")
     monkeypatch.setenv("HYBRID_OPERATOR_METRICS_BIND_ADDRESS", "127.0.0.1:0")
     monkeypatch.setenv("HYBRID_OPERATOR_HEALTH_PROBE_BIND_ADDRESS", "127.0.0.1:7000")
-    assert (config().metrics_address, config().health_address) == ("127.0.0.1:0", "127.0.0.1:7000")
-    assert config("--health-probe-bind-address=:6789").health_address == ":6789"  # a flag wins
+    assert (config().serving.metrics_address, config().serving.health_address) == ("127.0.0.1:0", "127.0.0.1:7000")
+    assert config("--health-probe-bind-address=:6789").serving.health_address == ":6789"  # a flag wins
 
 
 @pytest.mark.parametrize(
@@ -332,9 +337,29 @@ def test_the_bind_addresses_from_the_environment(monkeypatch: pytest.MonkeyPatch
 def test_run_namespaces_confines_runs_where_the_operator_serves_several(
     argv: tuple[str, ...], watch: str, confined: bool
 ) -> None:
-    assert config(*argv, env={"WATCH_NAMESPACE": watch}).confine_runs is confined
+    assert config(*argv, env={"WATCH_NAMESPACE": watch}).proxy.confine_runs is confined
 
 
 def test_run_namespaces_takes_only_its_three_values() -> None:
     with pytest.raises(SystemExit):
         config("--run-namespaces=all")
+
+
+def test_help_shows_the_flags_under_configs_groups() -> None:
+    parser = argparse.ArgumentParser()
+    add_run_flags(parser)
+    groups = {group.title: group for group in parser._action_groups if group.title in GROUPS_OF_CONFIG}
+    assert list(groups) == GROUPS_OF_CONFIG
+    flags_of = {title: {o for a in group._group_actions for o in a.option_strings} for title, group in groups.items()}
+    assert {"--watches-file", "--reconcile-period"} <= flags_of["watching"]
+    assert {"--max-concurrent-reconciles", "--graceful-shutdown-timeout"} <= flags_of["reconciles"]
+    assert {"--executor", "--ansible-run-timeout", "--runner-artifacts-dir"} <= flags_of["runs"]
+    assert {"--inject-owner-ref", "--proxy-stream-timeout"} <= flags_of["proxy"]
+    assert {"--leader-elect", "--sharding"} <= flags_of["election"]
+    assert {"--metrics-bind-address", "--health-probe-bind-address"} <= flags_of["serving"]
+    assert {"--log-format", "--zap-log-level"} <= flags_of["logging"]
+    text = parser.format_help()
+    assert all(f"\n{title}:\n" in text for title in GROUPS_OF_CONFIG)
+
+
+GROUPS_OF_CONFIG = [field.name for field in dataclasses.fields(Config)]

@@ -34,6 +34,7 @@ def test_all_fields_are_read() -> None:
     assert watch.watch_cluster_scoped_resources is True
     assert watch.watch_annotations_changes is True
     assert watch.watch_dependent_status_changes is True
+    assert watch.skip_converged_at_start is True
     assert watch.snake_case_parameters is False
     assert watch.mark_unsafe is False
     assert watch.max_runner_artifacts == 5
@@ -55,6 +56,7 @@ def test_defaults_when_only_the_required_fields_are_given() -> None:
     assert watch.watch_cluster_scoped_resources is False
     assert watch.watch_annotations_changes is False
     assert watch.watch_dependent_status_changes is False
+    assert watch.skip_converged_at_start is False
     assert watch.snake_case_parameters is True
     assert watch.mark_unsafe is True
     assert watch.max_runner_artifacts == 20

@@ -39,6 +39,33 @@ def refused(path: Path, env: dict[str, str] | None = None) -> str:
     return message
 
 
+# -- skipConvergedAtStart -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("'true'", "'true'"),
+        ("'on'", "'on'"),
+        ("1", "1"),
+        ("~", "None"),
+        ("[true]", "[True]"),
+        ("{a: true}", "{'a': True}"),
+        ("'" + "x" * 5000 + "'", "'xxxx"),
+    ],
+)
+def test_skip_converged_at_start_is_true_or_false_and_nothing_else(tmp_path: Path, value: str, shown: str) -> None:
+    message = refused(write(tmp_path, ENTRY + f"  skipConvergedAtStart: {value}\n"))
+    assert f"{ENTRY0}: field 'skipConvergedAtStart': must be true or false, got {shown}" in message
+    assert len(message) < 300  # a hostile value is cut short, not echoed
+
+
+@pytest.mark.parametrize(("value", "expected"), [("true", True), ("false", False)])
+def test_skip_converged_at_start_is_read(tmp_path: Path, value: str, expected: bool) -> None:
+    [watch] = load_watches(write(tmp_path, ENTRY + f"  skipConvergedAtStart: {value}\n"), roles_paths=[ROLES], env={})
+    assert watch.skip_converged_at_start is expected
+
+
 # -- size, encoding, depth -----------------------------------------------------------------------------
 
 
