@@ -33,11 +33,41 @@ _EVENT_VOLATILE = frozenset({"uuid", "parent_uuid", "created", "pid", "runner_id
 _DATA_VOLATILE = frozenset(
     {"uuid", "playbook_uuid", "play_uuid", "task_uuid", "start", "end", "duration", "delta", "warm_process"}
 )
+# A file's times and identity, in a result of ``stat`` (a mapping with these keys): two runs make two files.
+_FILE_IDENTITY = frozenset({"atime", "mtime", "ctime", "inode", "version", "dev"})
 # What the API server assigns, in objects it returns and in bodies built from them.
-_SERVER_ASSIGNED = frozenset({"uid", "resourceVersion", "creationTimestamp", "time", "lastTransitionTime"})
+_SERVER_ASSIGNED = frozenset(
+    {
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "time",
+        "lastTransitionTime",
+        "lastUpdateTime",
+        "lastHeartbeatTime",
+        "managedFields",
+        "clusterIP",
+        "clusterIPs",
+        # what a node reports of a pod
+        "startTime",
+        "startedAt",
+        "finishedAt",
+        "podIP",
+        "podIPs",
+        "hostIP",
+        "hostIPs",
+        "containerID",
+        "imageID",
+    }
+)
+# Discovery: what the client asks to learn the API's kinds, not what a role asked for. The lean path's warm
+# client keeps what an earlier module of the run learnt, so it asks less (never more: checked).
+_DISCOVERY = re.compile(r"/(api|apis)(/[^/?]+){0,2}/?(\?.*)?$")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # Each executor's own scratch dir (where it writes the runs' playbooks): a name, not something that happened.
 _SCRATCH = re.compile(r"/hyop-[0-9]+-[A-Za-z0-9_]+/")
+# Ansible's remote temporary directories: a moment, a pid and a random number.
+_ANSIBLE_TMP = re.compile(r"/ansible-tmp-[0-9.]+-[0-9]+-[0-9]+/")
 
 
 @contextmanager
@@ -87,39 +117,67 @@ def seen(executor: WarmExecutor, result: RunResult, requests: list[tuple[str, st
     return Seen(result, events, (artifacts / "stdout").read_text(encoding="utf-8"), files, list(requests or []))
 
 
-def normalized(value: Any, names: Mapping[str, str]) -> Any:
+def normalized(value: Any, names: Mapping[str, str], chance: tuple[re.Pattern[str], ...] = ()) -> Any:
     """``value`` with what legitimately differs between two runs replaced (see the module docstring);
-    ``names``: strings to replace (a namespace, an object's uid) by a placeholder."""
+    ``names``: strings to replace (a namespace, an object's uid) by a placeholder; ``chance``: patterns of
+    what a role makes differ by itself (the time, a random password), each match replaced."""
     if isinstance(value, Mapping):
+        file_result = {"inode", "mtime"} <= value.keys()
         return {
-            str(k): "<assigned>" if k in _SERVER_ASSIGNED else normalized(v, names)
+            normalized(str(k), names, chance): "<assigned>" if k in _SERVER_ASSIGNED else normalized(v, names, chance)
             for k, v in value.items()
-            if k not in _DATA_VOLATILE
+            if k not in _DATA_VOLATILE and not (file_result and k in _FILE_IDENTITY)
         }
-    if isinstance(value, list):
-        return [normalized(v, names) for v in value]
+    if isinstance(value, list | tuple):
+        return [normalized(v, names, chance) for v in value]
     if isinstance(value, str):
         for old, new in names.items():
             value = value.replace(old, new)
+        for pattern in chance:
+            value = pattern.sub("<by chance>", value)
+        value = _ANSIBLE_TMP.sub("/ansible-tmp-<moment>/", value)
         return _SCRATCH.sub("/<scratch>/", _UUID.sub("<uuid>", value))
     return value
 
 
-def differences(engine: Seen, lean_run: Seen, names: Mapping[str, str] | None = None) -> list[str]:
-    """Everything the two runs showed the outside world differently (empty: the same)."""
+def differences(
+    engine: Seen,
+    lean_run: Seen,
+    names: Mapping[str, str] | None = None,
+    chance: tuple[re.Pattern[str], ...] = (),
+) -> list[str]:
+    """Everything the two runs showed the outside world differently (empty: the same); ``names`` and
+    ``chance``: see ``normalized``."""
     names = names or {}
     found = []
     for what, a, b in (
         ("result", _outcome(engine.result), _outcome(lean_run.result)),
         ("job events", _events(engine.events, names), _events(lean_run.events, names)),
-        ("stdout", normalized(engine.stdout, names), normalized(lean_run.stdout, names)),
+        ("stdout", engine.stdout, lean_run.stdout),
         ("artifact files", engine.files, lean_run.files),
-        ("API requests", normalized(engine.requests, names), normalized(lean_run.requests, names)),
+        ("API requests", _asked(engine.requests), _asked(lean_run.requests)),
+        ("discovery requests", [], _more_discovery(engine.requests, lean_run.requests)),
     ):
-        a, b = normalized(a, names), normalized(b, names)
+        a, b = normalized(a, names, chance), normalized(b, names, chance)
         if a != b:
             found.append(f"{what}: {_first_difference(a, b)}")
     return found
+
+
+def _is_discovery(request: tuple[str, str, Any]) -> bool:
+    method, target, _ = request
+    return method == "GET" and _DISCOVERY.fullmatch(target) is not None and "/namespaces" not in target
+
+
+def _asked(requests: list[tuple[str, str, Any]]) -> list[tuple[str, str, Any]]:
+    """The requests a role's tasks made, in order (discovery left out)."""
+    return [r for r in requests if not _is_discovery(r)]
+
+
+def _more_discovery(engine: list[tuple[str, str, Any]], lean_run: list[tuple[str, str, Any]]) -> list[str]:
+    """Discovery paths the lean path asked for that Ansible's path never did (should be none)."""
+    asked = {r[1] for r in engine if _is_discovery(r)}
+    return sorted({r[1] for r in lean_run if _is_discovery(r)} - asked)
 
 
 def _outcome(result: RunResult) -> dict[str, Any]:

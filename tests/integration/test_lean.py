@@ -5,14 +5,17 @@ same role on the same object; ``tests.paths.differences`` compares what the API 
 ``RunResult``, the job events, ``stdout`` and the artifact files. Every difference is a bug of the lean path.
 The corpus: the warm executor's fixture roles (templating, loops, blocks with rescue and always, includes,
 handlers, modules that fail and die), ``roles/foo`` on a new Foo and on one whose Deployment someone else
-owns, the heavy bench role and operator-sdk's memcached role, each through a recording API proxy, and
-roles generated from the lean path's shapes (``tests/unit/ansible/warm/test_lean_shapes.py`` runs those).
+owns and the heavy bench role, each through a recording API proxy; operator-sdk's test project and Kiali's
+operator are in ``test_lean_upstream.py``, roles generated from the lean path's shapes in
+``test_lean_shapes.py``.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -155,7 +158,14 @@ def test_the_heavy_role_is_the_same(
     install_crds(api, [ROOT / "bench" / "crds" / "heavy.yaml"], replace=False)
     spec = {"version": "v1.2", "deployment": {"replicas": 1}}
     kind = ("bench.hybrid-operator.dev", "v1alpha1", "heavies", "Heavy")
-    _compare_in_namespaces(pair, proxy, api, tmp_path, "heavy", kind, spec)
+    _compare_in_namespaces(pair, proxy, api, tmp_path, "heavy", kind, spec, derive=_heavy_signing_key)
+
+
+def _heavy_signing_key(obj: dict[str, Any]) -> dict[str, str]:
+    """The heavy role's signing key: a digest of the object's uid and name (tasks/settings.yml)."""
+    meta = obj["metadata"]
+    key = hashlib.sha256(f"{meta['uid']}{meta['name']}".encode()).hexdigest()[:32]
+    return {base64.b64encode(key.encode()).decode(): "<signing key, base64>", key: "<signing key>"}
 
 
 def test_api_modules_run_in_the_runs_process(
@@ -224,8 +234,10 @@ def _compare_in_namespaces(
     kind: tuple[str, str, str, str],
     spec: dict[str, Any],
     before: Any = None,
+    derive: Callable[[dict[str, Any]], dict[str, str]] = lambda _obj: {},
 ) -> None:
-    """The role on a new object of ``kind`` in a namespace of each path's own, compared."""
+    """The role on a new object of ``kind`` in a namespace of each path's own, compared; ``derive``: values
+    the role derives from the object's uid or namespace, and their placeholders."""
     group, version, plural, kind_name = kind
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     runs, names = [], {}
@@ -242,6 +254,8 @@ def _compare_in_namespaces(
             runs.append(seen(executor, result, proxy.of(run_id)))
             names[namespace] = "<namespace>"
             names[obj["metadata"]["uid"]] = "<uid>"
+            for derived, placeholder in derive(obj).items():
+                names[derived] = placeholder
         finally:
             core.delete_namespace(namespace, propagation_policy="Background")
     assert runs[1].result.path == "lean"

@@ -75,11 +75,12 @@ def keywords(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @st.composite
-def tasks(draw: st.DrawFn, depth: int) -> dict[str, Any]:
-    kinds = ["set_fact", "debug", "assert", "fail", "loop", "module", "include"] + (["block"] * (depth < 2))
-    kind = draw(st.sampled_from(kinds))
+def tasks(draw: st.DrawFn, depth: int, may_include: bool = True) -> dict[str, Any]:
+    """A task; ``may_include``: false in the included file itself (which would include itself forever)."""
+    kinds = ["set_fact", "debug", "assert", "fail", "loop", "module"] + ["include"] * may_include
+    kind = draw(st.sampled_from(kinds + ["block"] * (depth < 2)))
     task: dict[str, Any] = {"name": f"{kind} {next(_names)}"}
-    task.update(draw(_ACTIONS[kind](depth)))
+    task.update(draw(blocks(depth, may_include) if kind == "block" else _ACTIONS[kind](depth)))
     if kind != "block" and draw(st.booleans()):
         task["register"] = "registered"
     if kind in ("set_fact", "debug") and draw(st.integers(0, 5)) == 0:
@@ -94,12 +95,12 @@ def tasks(draw: st.DrawFn, depth: int) -> dict[str, Any]:
 
 
 @st.composite
-def blocks(draw: st.DrawFn, depth: int) -> dict[str, Any]:
-    block: dict[str, Any] = {"block": draw(st.lists(tasks(depth + 1), min_size=1, max_size=3))}
+def blocks(draw: st.DrawFn, depth: int, may_include: bool) -> dict[str, Any]:
+    block: dict[str, Any] = {"block": draw(st.lists(tasks(depth + 1, may_include), min_size=1, max_size=3))}
     if draw(st.booleans()):
-        block["rescue"] = draw(st.lists(tasks(depth + 1), min_size=1, max_size=2))
+        block["rescue"] = draw(st.lists(tasks(depth + 1, may_include), min_size=1, max_size=2))
     if draw(st.booleans()):
-        block["always"] = draw(st.lists(tasks(depth + 1), min_size=1, max_size=2))
+        block["always"] = draw(st.lists(tasks(depth + 1, may_include), min_size=1, max_size=2))
     return block
 
 
@@ -126,7 +127,6 @@ _ACTIONS: dict[str, Any] = {
         }
     ),
     "include": lambda _d: st.just({"ansible.builtin.include_tasks": "included.yml"}),
-    "block": blocks,
 }
 
 
@@ -134,7 +134,7 @@ _ACTIONS: dict[str, Any] = {
 def roles(draw: st.DrawFn) -> dict[str, Any]:
     return {
         "tasks": draw(st.lists(tasks(0), min_size=1, max_size=8)),
-        "included": draw(st.lists(tasks(1), min_size=1, max_size=3)),
+        "included": draw(st.lists(tasks(1, may_include=False), min_size=1, max_size=3)),
         "defaults": draw(st.dictionaries(variable, values, max_size=3)),
         "vars": draw(st.dictionaries(variable, values, max_size=2)),
         "spec": draw(st.dictionaries(variable, values, max_size=2)),

@@ -137,7 +137,12 @@ def test_only_api_modules_run_here() -> None:
 
 @pytest.mark.parametrize(
     ("counts", "path"),
-    [({"lean tasks": 3}, "lean"), ({"lean tasks": 3, "engine tasks": 1}, "mixed"), ({"engine tasks": 2}, "engine")],
+    [
+        ({"lean tasks": 3}, "lean"),
+        ({}, "lean"),
+        ({"lean tasks": 3, "engine tasks": 1}, "mixed"),
+        ({"engine tasks": 2}, "engine"),
+    ],
 )
 def test_a_runs_report_names_its_path(tmp_path: Path, counts: dict[str, int], path: str) -> None:
     raw = tmp_path / "stdout.raw"
