@@ -17,6 +17,9 @@ this is upstream's switch to do the same.
 ``warm-cache`` is ``warm`` with ``--proxy-cache-reads=true``: the runs' reads of kinds the operator watches
 (a Foo's Deployment) are answered from its informers' caches.
 
+``warm-engine`` is ``warm`` with the lean path off (``HYBRID_OPERATOR_LEAN=0``: every task on Ansible's own
+steps, every API module in a fork), what ``warm`` was before it.
+
 ``warm-skip`` is ``warm`` with ``skipConvergedAtStart`` on the Foo watch: at start-up, a Foo its last run
 converged (and whose Deployment nobody changed since) is not run again.
 
@@ -58,6 +61,7 @@ class Contender:
     status_wake: bool = False
     cache_reads: bool = False  # ours: --proxy-cache-reads=true (runs' reads of watched kinds from the cache)
     skip_converged: bool = False  # ours: the watch has skipConvergedAtStart (converged objects skip the start-up run)
+    lean: bool = True  # ours, warm: the lean path where the ansible-core minor has it (False: HYBRID_OPERATOR_LEAN=0)
 
     @property
     def slug(self) -> str:
@@ -77,6 +81,7 @@ CONTENDERS: dict[str, Contender] = {
     "warm-poll": Contender("warm-poll", "ours", "warm", True),
     "warm-cache": Contender("warm-cache", "ours", "warm", True, status_wake=True, cache_reads=True),
     "warm-skip": Contender("warm-skip", "ours", "warm", True, status_wake=True, skip_converged=True),
+    "warm-engine": Contender("warm-engine", "ours", "warm", True, status_wake=True, lean=False),
     "peer": Contender("peer", "peer"),
     "warm-sharded-1": Contender("warm-sharded-1", "ours", "warm", True, replicas=1, status_wake=True),
     "warm-sharded-2": Contender("warm-sharded-2", "ours", "warm", True, replicas=2, status_wake=True),
@@ -190,6 +195,8 @@ class Running:
                 cmd += ["--sharding", "--leader-election-namespace", namespace]
                 cmd = ["taskset", "-c", str(index % (os.cpu_count() or 1)), *cmd]
                 env["POD_NAME"] = f"{contender.slug}-{index}"
+            if not contender.lean:
+                env["HYBRID_OPERATOR_LEAN"] = "0"
         else:
             if tools.peer_binary is None:
                 raise RuntimeError("no peer binary")

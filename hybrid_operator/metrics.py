@@ -97,6 +97,13 @@ QUEUE_WAIT = Histogram(
 WORKERS = Gauge(
     "hybrid_operator_max_concurrent_reconciles", "Reconciles allowed at once, by kind.", ["GVK"], registry=REGISTRY
 )
+RUN_PATHS = Counter(
+    "hybrid_operator_run_paths",
+    "Warm runs by the path their tasks took: lean (every task on the lean path), mixed, engine (Ansible's"
+    " own steps throughout; the lean path off, or no task it could take).",
+    ["path"],
+    registry=REGISTRY,
+)
 WARM_EXECUTOR = Gauge(
     "hybrid_operator_warm_executor_enabled",
     "1 while runs fork from the warm Ansible process; 0 once it switched itself off (runs go through"

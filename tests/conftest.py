@@ -37,12 +37,13 @@ GROUPS = {
     "tests/integration/test_rbac.py": "deploy",  # both apply deploy/'s RBAC (fixed namespaces and names)
     "tests/integration/test_metrics_auth.py": "deploy",  # and run operators on its tenant namespace
     # The cloud tests on one worker: the local cloud's services (one worker process each) are the bottleneck,
-    # and side by side each test only took longer (the 20-server test 425 s alone, 500-640 s beside others).
+    # and side by side each test only took longer (the 20-server kill test 425 s alone, 500-640 s beside others).
     "tests/integration/openstack/": "cloud",
     # operator-sdk's memcached-molecule-operator: the same CRD, its role's once-a-machine metrics marker,
     # its Service in namespace default.
     "tests/integration/test_upstream_compat.py": "memcached",
     "tests/integration/test_docs_pages.py": "memcached",
+    "tests/integration/test_lean_upstream.py": "memcached",
 }
 
 

@@ -88,6 +88,7 @@ class RunResult:
     error: str = ""  # the executor itself failed (could not start, crashed)
     tolerated: list[ToleratedFailure] = field(default_factory=list)  # the first MAX_TOLERATED_KEPT of them
     tolerated_count: int = 0  # all of them
+    path: str = ""  # the warm executor's path for the run's tasks: lean, mixed or engine ("": not reported)
 
     @property
     def succeeded(self) -> bool:

@@ -412,6 +412,8 @@ def _log_run(key: Key, result: RunResult, *, show_output: bool = True) -> None:
         "failed": result.failures,
         "result": "succeeded" if result.succeeded else "failed",
     }
+    if result.path:  # the warm executor's: lean, mixed or engine
+        fields["path"] = result.path
     if result.succeeded:
         log.info("reconciled", extra={"fields": fields})
     else:

@@ -8,6 +8,8 @@ Where it sits (a module here per area):
   ``module_common._find_module_utils`` (``modules``);
 - the in-process task path (``inline``) replaces the strategies' ``WorkerProcess``, runs ``TaskExecutor``
   itself and hands results to the strategy (``tasks``);
+- the lean path (``warm.lean``) runs API modules in the run's own process as their AnsiballZ wrapper would
+  in a new one (``apimodules``) and counts each task by its path (``lean``);
 - the template cache (``warm.templates``) serves ``AnsibleEnvironment``'s compiles from code objects kept
   across runs (``templates``) and tells the filter and test loaders which of Jinja's own names
   ``ansible.builtin`` has no plugin of (``jinjaplugins``);
@@ -31,10 +33,13 @@ real interpreter, a run takes ansible-runner) with one log line, never a failed 
 start-up self-test (``selftest``) then compares a forked run against the zygote's plain warm-up run.
 """
 
+from hybrid_operator.ansible.compat.apimodules import WrapperCall, in_process_problems, run_here, wrapper_call
 from hybrid_operator.ansible.compat.datatag import datatag_problems, share_tagged_scalars
 from hybrid_operator.ansible.compat.jinjaplugins import find_missing, hook_jinja_lookups, jinja_lookup_problems
+from hybrid_operator.ansible.compat.lean import hook_lean_tasks, lean_task_problems
 from hybrid_operator.ansible.compat.loading import ParsedFiles, hook_parsed_files, loader_hook_problems, parse_ahead
 from hybrid_operator.ansible.compat.modules import (
+    InProcess,
     ModulePolicy,
     hook_modules,
     module_fqn,
@@ -75,11 +80,13 @@ __all__ = [
     "SUPPORTED",
     "UNTESTED_ENV",
     "CodeCache",
+    "InProcess",
     "ModulePolicy",
     "ParsedFiles",
     "PrivateState",
     "RunnerCommand",
     "UnsupportedAnsible",
+    "WrapperCall",
     "ansible_version",
     "check_version",
     "datatag_problems",
@@ -88,13 +95,16 @@ __all__ = [
     "fresh_event_contexts",
     "hook_inline_tasks",
     "hook_jinja_lookups",
+    "hook_lean_tasks",
     "hook_modules",
     "hook_parsed_files",
     "hook_plugin_docs",
     "hook_template_cache",
     "hook_tmpdirs",
+    "in_process_problems",
     "inline_task_problems",
     "jinja_lookup_problems",
+    "lean_task_problems",
     "loader_hook_problems",
     "module_fqn",
     "module_hook_problems",
@@ -106,6 +116,7 @@ __all__ = [
     "private_state_problems",
     "replay_output",
     "reset_private_state",
+    "run_here",
     "run_playbook",
     "run_task_inline",
     "runner_command",
@@ -118,4 +129,5 @@ __all__ = [
     "tmpdir_hook_problems",
     "to_module_side",
     "use_local_tmp",
+    "wrapper_call",
 ]

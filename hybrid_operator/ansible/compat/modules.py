@@ -108,6 +108,10 @@ def module_hook_problems() -> list[str]:
     return problems
 
 
+# (fqn, wrapper, env, cwd) -> (rc, stdout, stderr) of the module run in this very process, or None to fork it
+InProcess = Callable[[str, bytes, dict[str, str], str | None], tuple[int, bytes, bytes] | None]
+
+
 @dataclass(frozen=True)
 class ModulePolicy:
     """What ``inworker`` decides: whether the module at a path, built under a name, may run in this worker;
@@ -116,6 +120,7 @@ class ModulePolicy:
     runs_here: Callable[[str, str], bool]  # (fqn, module path)
     shareable: Callable[[str], bool]  # module path
     run: Callable[[bytes, dict[str, str], str | None], tuple[int, bytes, bytes]]  # (wrapper, env, cwd)
+    in_process: InProcess | None = None  # the module run in this very process (``warm.lean``), or fork as above
 
 
 def runs_this_interpreter(cmd: str) -> bool:
@@ -151,7 +156,9 @@ def _run_in_worker(action: Any, policy: ModulePolicy, in_data: Any, encoding_err
     from ansible.module_utils.common.text.converters import to_text
 
     cwd = to_text(action._loader.get_basedir(), errors="surrogate_or_strict")  # as the local connection does
-    rc, stdout, stderr = policy.run(in_data, action._hyop_environment or {}, cwd)
+    env = action._hyop_environment or {}
+    here = policy.in_process(module_fqn(in_data) or "", in_data, env, cwd) if policy.in_process else None
+    rc, stdout, stderr = here if here is not None else policy.run(in_data, env, cwd)
     if process_result is not None:  # as 2.21 does right after exec_command
         rc, stdout, stderr = process_result(rc, stdout, stderr)
     out = action._strip_success_message(to_text(stdout, errors=encoding_errors))

@@ -129,9 +129,11 @@ def _send_result(final_q: Any, host: Any, task: Any, utr: Any) -> None:
             final_q.send_task_result(Host(name=host.name), stand_in, failed)
 
 
-def run_task_inline(worker: Any) -> None:
+def run_task_inline(worker: Any, share_parent: bool = False) -> Any:
     """What ``WorkerProcess.run`` does in its forked child, done in this process: run the task through a
-    ``TaskExecutor`` and put the result on the run's results queue, where the strategy reads it.
+    ``TaskExecutor`` and put the result on the run's results queue, where the strategy reads it. The task
+    copy it ran. ``share_parent``: the copy keeps the task's own parent chain instead of a copy of it (the
+    lean path's, for a parent it knows nothing will change: ``compat.lean``).
 
     Differences, each on purpose: the task is a copy (a worker's fork gets one for free; ``squash`` and
     the executor's templating change it and its parent blocks in place, and a handler may run again) of
@@ -145,7 +147,11 @@ def run_task_inline(worker: Any) -> None:
 
     # The task and its parent chain, not its siblings: a plain ``copy()`` also copies every task of every
     # parent block (a role's ~100-task block, for each of its tasks), and nothing a task runs reads them.
-    task = worker._task.copy(exclude_tasks=True)
+    if share_parent:
+        task = worker._task.copy(exclude_parent=True, exclude_tasks=True)
+        task._parent = worker._task._parent
+    else:
+        task = worker._task.copy(exclude_tasks=True)
     host = worker._host
     strategy = getattr(_current, "strategy", None)
     final_q: Any = worker._final_q
@@ -170,6 +176,7 @@ def run_task_inline(worker: Any) -> None:
     task.ignore_errors = utr.ignore_errors  # as the worker does: callbacks read the post-loop values
     task.ignore_unreachable = utr.ignore_unreachable
     _send_result(final_q, host, task, utr)
+    return task
 
 
 def hook_inline_tasks(runs_here: Callable[[str, object, bool], bool]) -> None:

@@ -54,6 +54,7 @@ class ZygoteClient:
         self.server = server
         self.modules_in_worker = modules_in_worker  # asked for; once ready: whether the zygote could do it
         self.why_not_in_worker = ""
+        self.why_not_lean = ""  # once ready: why the zygote's lean path is off (empty: on)
         self.proc: subprocess.Popen[bytes] | None = None
         self.env: dict[str, str] = {}
         self.ready = threading.Event()
@@ -183,6 +184,7 @@ class ZygoteClient:
         if isinstance(message, protocol.Ready):
             self.ansible_version = message.ansible_version
             self.modules_in_worker, self.why_not_in_worker = message.modules_in_worker, message.why_not_in_worker
+            self.why_not_lean = message.why_not_lean
             log.info(
                 "warm Ansible process ready",
                 extra={"pid": message.pid, "ansible": message.ansible_version, "seconds": round(message.seconds, 2)},

@@ -50,7 +50,7 @@ from hybrid_operator.ansible.running import (
     run_with_runner,
     runner_ready,
 )
-from hybrid_operator.ansible.warm import protocol, selftest
+from hybrid_operator.ansible.warm import lean, protocol, selftest
 from hybrid_operator.ansible.warm.client import SERVER, ZygoteClient, ZygoteError
 from hybrid_operator.lifecycle import Loop
 
@@ -171,6 +171,9 @@ class WarmExecutor:
             result = finished_result(collector, rc, status, command.artifact_dir)
             if error:
                 result.error = error
+            result.path = lean.read_report(command.artifact_dir / RAW_OUTPUT)
+            if result.path:
+                metrics.RUN_PATHS.labels(result.path).inc()
         except Exception as exc:  # an executor bug or a broken install must not kill the worker
             log.exception("the warm executor failed to run", extra={"run_id": request.run_id})
             result = collector.result
@@ -327,6 +330,10 @@ class WarmExecutor:
         elif self.settings.module_server and not verdict.module_in_worker:
             log.warning("modules run in new interpreters: the self-test's collection module did not run in a worker")
         log.info("warm executor self-test passed", extra={"ansible": zygote.ansible_version})
+        if zygote.why_not_lean:
+            log.info("runs take Ansible's own steps, not the lean path: %s", zygote.why_not_lean)
+        else:
+            log.info("runs take the lean path where their tasks allow (%s=0 turns it off)", lean.DISABLE_ENV)
         if compat.ansible_version()[:2] >= compat.SUPPORTED[1]:
             why = f"{compat.UNTESTED_ENV}=1"
             log.warning("ansible-core %s is newer than the tested range; trying it (%s)", zygote.ansible_version, why)

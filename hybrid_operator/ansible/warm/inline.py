@@ -39,6 +39,10 @@ def runs_here(action: str, connection: object, delegated: bool) -> bool:
     return connection == "local" and not delegated and action.rsplit(".", 1)[-1] not in NEEDS_WORKER
 
 
+def installed() -> bool:
+    return bool(_installed)
+
+
 def install() -> list[str]:
     """Make this process's strategies run eligible tasks in-process (see the module docstring); why it
     could not (then every task forks Ansible's worker, as usual). Once per process."""

@@ -112,14 +112,16 @@ def run_wrapper(wrapper: bytes, env: dict[str, str], cwd: str | None) -> tuple[i
 # ------------------------------------------------------------------------------------------- the hooks
 
 
-def install(shared_root: str) -> list[str]:
+def install(shared_root: str, in_process: compat.InProcess | None = None) -> list[str]:
     """Hook this process's Ansible (see the module docstring); why it could not (then Ansible's usual path
-    stays in place for every module). Once per process."""
+    stays in place for every module). ``in_process``: the lean path's runner of modules in the run's own
+    process (``lean.in_process``), asked first. Once per process."""
     if _installed:
         return []
     problems = compat.module_hook_problems()
     if not problems:
-        compat.hook_modules(compat.ModulePolicy(importable_as, shareable, run_wrapper), shared_root)
+        policy = compat.ModulePolicy(importable_as, shareable, run_wrapper, in_process)
+        compat.hook_modules(policy, shared_root)
         _installed.update(shared_root=shared_root)
     return problems
 

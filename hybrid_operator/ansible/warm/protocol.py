@@ -55,6 +55,7 @@ class Ready:
     seconds: float
     modules_in_worker: bool  # the module hooks are installed (``inworker``)
     why_not_in_worker: str = ""
+    why_not_lean: str = ""  # why the lean path (``lean``) is off; empty: it is on
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,7 @@ def decode(line: bytes) -> Message:
             seconds=float(_field(raw, "seconds", (int, float))),
             modules_in_worker=_field(raw, "modules_in_worker", bool),
             why_not_in_worker=_field(raw, "why_not_in_worker", str),
+            why_not_lean=_field(raw, "why_not_lean", str),
         )
     if op == "fatal":
         return Fatal(_field(raw, "error", str))

@@ -49,6 +49,7 @@ from hybrid_operator.ansible.warm import (
     copies,
     inline,
     inworker,
+    lean,
     parsed,
     plugindocs,
     profiling,
@@ -122,6 +123,7 @@ def _child(run: protocol.RunSpec, local_tmp: str, close_fds: list[int]) -> None:
         compat.stream_event_partials()  # the events' data in one stream, not a file each
         warnings.filterwarnings("ignore", message=compat.FINDER_WARNING)  # the zygote configured it already
         code = profiling.profiled("run", compat.run_playbook, [program, *run.argv[1:]])
+        lean.report(run.output)
     except BaseException:
         traceback.print_exc()
     finally:
@@ -183,14 +185,17 @@ class ZygoteServer:
             print(f"zygote: plugin documentation parsed in every run: {'; '.join(docs_problems)}", file=sys.stderr)
         else:
             plugindocs.preload_lookups()
+        if self.inline_tasks and (problems := inline.install()):  # each task forks a worker, as usual
+            print(f"zygote: tasks fork Ansible's worker: {'; '.join(problems)}", file=sys.stderr)
+        # The lean path sits on the in-process task path and hands the module hooks its runner of API modules.
+        not_lean = lean.install() if self.inline_tasks and inline.installed() else ["tasks fork Ansible's worker"]
         in_worker, why = False, "not asked for"
         if self.modules_in_worker:
-            problems = inworker.install(os.path.join(self.tmp_root, inworker.SHARED_CACHE_DIR))
+            in_process = lean.in_process if lean.installed() else None
+            problems = inworker.install(os.path.join(self.tmp_root, inworker.SHARED_CACHE_DIR), in_process)
             in_worker, why = not problems, "; ".join(problems)
             if in_worker:
                 inworker.preload()
-        if self.inline_tasks and (problems := inline.install()):  # each task forks a worker, as usual
-            print(f"zygote: tasks fork Ansible's worker: {'; '.join(problems)}", file=sys.stderr)
         if problems := tmpdirs.install():  # actions that transfer files make their temp dir with a shell
             print(f"zygote: temp dirs through the shell: {'; '.join(problems)}", file=sys.stderr)
         if problems := copies.install():  # deep copies rebuild every tagged string
@@ -213,7 +218,8 @@ class ZygoteServer:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
         seconds = time.monotonic() - started
-        self.send(protocol.Ready(os.getpid(), version, seconds, in_worker, "" if in_worker else why))
+        why_not_in_worker = "" if in_worker else why
+        self.send(protocol.Ready(os.getpid(), version, seconds, in_worker, why_not_in_worker, "; ".join(not_lean)))
 
     def prepare_roles(self) -> None:
         """What every run would otherwise do for the roles on the roles path: parse their YAML, compile their
