@@ -17,9 +17,10 @@ One world per N, shared by the contenders (``python -m bench --scenarios restart
    work is counted from its metrics: runs (``ansible_operator_reconciles``, both sides) plus, for ours, the
    objects the start-up check decided (``hybrid_operator_startup_checks_total``). Measured from the process
    start: the time to its first run; the time until the start-up work is done (every converged Foo run,
-   skipped or checked: the last change of the count once it reached N and stayed put for ``QUIET``
-   seconds); the CPU of its process tree until then; and its main process's RSS once at rest. The new Foo
-   is deleted and the contender stopped before the next one starts.
+   skipped or checked: the count, the new Foo's runs included, reached N); the CPU of its process tree
+   until then; and its main process's RSS once at rest (nothing ran for ``QUIET`` seconds, or ``SETTLE``
+   seconds passed since the work was done: at 10,000 Foos the periodic resyncs alone leave no quiet).
+   The new Foo is deleted and the contender stopped before the next one starts.
 
 A contender that re-runs every Foo at start (``warm``, the peer) leaves the world as converged as it found
 it, so the order of the contenders does not matter; ``warm-skip`` goes first where it is listed. Each
@@ -40,7 +41,10 @@ from bench.contenders import CONTENDERS, Contender, Running
 from bench.scenarios import Context, Result, foo_body, say, watches_file
 from bench.scraping import metric_sum
 
-QUIET = 15.0  # seconds without a run or a check that count as the start-up work done, and as at rest
+QUIET = 15.0  # seconds without a run or a check after the start-up work that count as at rest
+# ... or this long after the start-up work: with thousands of Foos their periodic resyncs never leave QUIET
+# seconds free (10,000 Foos with the default 10 h period: one run every 3.6 s on average)
+SETTLE = 60.0
 SETUP = "warm-skip"  # the contender that converges the world (its runs leave the records warm-skip reads)
 POD_ROOM = 9000  # pods the bed's first fake node takes before the bench adds another
 
@@ -142,12 +146,13 @@ def _make_world(ctx: Context, count: int) -> World:
 def _check_all(op: Running, count: int, timeout: float) -> Result:
     """A start of the setup contender on the copied world: every Foo must be checked and skipped (a copy
     that is not what a run leaves is drifted or unverified, and runs)."""
-    deadline, last, since = time.monotonic() + timeout, -1.0, time.monotonic()
+    deadline, last, since, reached = time.monotonic() + timeout, -1.0, time.monotonic(), None
     while time.monotonic() < deadline and op.alive():
-        work = op.runs() + _checks(op)
+        work, now = op.runs() + _checks(op), time.monotonic()
         if work != last:
-            last, since = work, time.monotonic()
-        elif work >= count and time.monotonic() - since >= QUIET:
+            last, since = work, now
+            reached = now if reached is None and work >= count else reached
+        if reached is not None and _settled(now, since, reached):
             break
         time.sleep(0.5)
     checks = _checks_by_result(op) or {}
@@ -155,6 +160,11 @@ def _check_all(op: Running, count: int, timeout: float) -> Result:
     if checks.get("skipped") != count:
         raise RuntimeError(f"setup: the copied world is not as runs leave it: start-up checks {checks} of {count}")
     return result
+
+
+def _settled(now: float, last_change: float, done: float) -> bool:
+    """At rest: the start-up work is done and nothing ran for QUIET seconds, or it was done SETTLE ago."""
+    return now - last_change >= QUIET or now - done >= SETTLE
 
 
 def _deployment_versions(ctx: Context, namespace: str) -> dict[str, tuple[str, int]]:
@@ -176,8 +186,8 @@ def _start_once(ctx: Context, world: World, contender: Contender) -> Result:
         tracker.start()
         created = time.monotonic()
         ctx.cluster.create(FOO, world.namespace, foo_body(newcomer))
-        first_run = newcomer_done = runs_before = None
-        last_change, work = time.monotonic(), 0.0
+        first_run = newcomer_done = runs_before = done = None
+        last_change, work, cpu = time.monotonic(), 0.0, 0.0
         deadline = time.monotonic() + ctx.settings.p2_timeout
         while time.monotonic() < deadline and op.alive():
             runs, checks = op.runs(), _checks(op)
@@ -190,16 +200,19 @@ def _start_once(ctx: Context, world: World, contender: Contender) -> Result:
             if runs + checks != work:
                 work, last_change = runs + checks, now
                 progress.append((now - op.started, work))
-            if work >= world.count and newcomer_done is not None and now - last_change >= QUIET:
+                if done is None and work >= world.count:
+                    done, cpu = now - op.started, op.usage().cpu_seconds
+            if done is not None and newcomer_done is not None and _settled(now, last_change, op.started + done):
                 break
             time.sleep(0.1)
-        done = last_change - op.started if work >= world.count else None
-        cpu = op.usage().cpu_seconds
+        if done is None:
+            cpu = op.usage().cpu_seconds
         at_rest = _main_rss(op)
         result: Result = {
             "ready_seconds": ready,
             "first_run_seconds": first_run,
             "startup_done_seconds": done,
+            "last_change_seconds": last_change - op.started,
             "newcomer_seconds": newcomer_done,
             "runs_before_newcomer": runs_before,
             "runs": op.runs(),
