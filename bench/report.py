@@ -270,6 +270,7 @@ def _restart_block(count: str, res: Result, contenders: list[str]) -> list[str]:
         Row("runs", _key("runs"), _count, ratios=False),
         Row("  skipped (checked)", _key("startup_checks", "skipped"), _count, ratios=False),
         Row("  drifted (run)", _key("startup_checks", "drifted"), _count, ratios=False),
+        Row("Deployments it changed", _key("deployments_changed"), _count, ratios=False),
         Row("CPU until done (tree)", _key("cpu_seconds"), _secs),
         Row("main RSS at rest", _key("main_rss_at_rest_bytes"), _mib),
         Row("tree RSS at rest", _key("tree_rss_at_rest_bytes"), _mib),
@@ -282,9 +283,12 @@ def _restart_block(count: str, res: Result, contenders: list[str]) -> list[str]:
     ]
     setup = next((r["setup"] for r in res.values() if isinstance(r, dict) and r.get("setup")), None)
     if setup:
+        real = setup.get("converged_foos", count)
+        made = f"{real} Foos converged in {setup['converge_seconds']:.0f} s ({setup['runs']:.0f} runs)"
+        if setup.get("world") == "cloned":
+            made += f", {int(count) - int(real)} copied from them in {setup['clone_seconds']:.0f} s"
         lines.append(
-            f"  setup (ours, once): {count} Foos converged in {setup['converge_seconds']:.0f} s ({setup['runs']:.0f} "
-            f"runs); main process RSS {_mib(setup['main_rss_empty_bytes'])} empty, "
+            f"  setup (ours, once): {made}; main process RSS {_mib(setup['main_rss_empty_bytes'])} empty, "
             f"{_mib(setup['main_rss_at_rest_bytes'])} at rest: "
             f"{setup['bytes_per_foo_and_deployment'] / 1024:.1f} KiB per Foo and its Deployment"
         )

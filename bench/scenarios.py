@@ -52,6 +52,7 @@ class Settings:
     namespace_timeout: float = 300.0
     heavy_rounds: int = 5  # heavy and kiali: rounds after one warm-up round
     restart: tuple[int, ...] = (1000,)  # restart: converged Foos the contenders start on
+    restart_world: str = "cloned"  # restart: how that world is made (``restarting``: converged or cloned)
 
 
 @dataclass
