@@ -61,6 +61,9 @@ kinds=$foos,deployments.apps
 if [ "$cloud" = 1 ]; then kinds=$kinds,virtualmachines.cloudnative.tw; fi
 log "applied the samples; watch them with: KUBECONFIG=$KUBECONFIG kubectl get $kinds -w"
 for _ in $(seq 60); do
+  # The operator gone (Ctrl-C reaches it directly; bash may not run its INT trap when the foreground kubectl
+  # or sleep handled the same SIGINT itself): stop waiting and end with it.
+  kill -0 "$pid" 2>/dev/null || finish
   if kubectl get "$foos" example-foo -o jsonpath='{.status.availableReplicas}' 2>/dev/null | grep -q '[1-9]'; then
     kubectl get "$foos,deployments.apps" >&2
     break
