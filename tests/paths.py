@@ -18,7 +18,7 @@ import re
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,30 @@ def lean_switched(on: bool) -> Iterator[None]:
             os.environ.pop(lean.DISABLE_ENV, None)
         else:
             os.environ[lean.DISABLE_ENV] = saved
+
+
+@contextmanager
+def executor_pair(settings: ExecutorSettings, lean_artifacts: Path) -> Iterator[tuple[WarmExecutor, WarmExecutor]]:
+    """(Ansible's own steps, the lean path): two warm executors on ``settings``, the lean one keeping its
+    artifacts in ``lean_artifacts``; both closed at the end."""
+    engine = warm_executor(settings, on=False)
+    try:
+        lean_run = warm_executor(replace(settings, artifacts_root=lean_artifacts), on=True)
+        try:
+            yield engine, lean_run
+        finally:
+            lean_run.close()
+    finally:
+        engine.close()
+
+
+@contextmanager
+def recording_proxy(kubeconfig: str) -> Iterator[RecordingProxy]:
+    recording = RecordingProxy(kubeconfig)
+    try:
+        yield recording
+    finally:
+        recording.stop()
 
 
 def warm_executor(settings: ExecutorSettings, on: bool) -> WarmExecutor:

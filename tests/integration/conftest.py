@@ -85,6 +85,17 @@ def install_crds(api: client.ApiClient, files: list[Path], *, replace: bool) -> 
         wait_until(lambda n=name: _established(ext, n), 60, f"CRD {name} established")
 
 
+def upstream_project(api: client.ApiClient) -> Path:
+    """operator-sdk's memcached-molecule-operator (``hack/upstream-testdata.sh``), its CRDs installed."""
+    out = subprocess.run(
+        [str(ROOT / "hack" / "upstream-testdata.sh")], capture_output=True, text=True, check=False, timeout=600
+    )
+    assert out.returncode == 0, out.stderr
+    path = Path(out.stdout.strip().splitlines()[-1])
+    install_crds(api, sorted((path / "config" / "crd" / "bases").glob("*.yaml")), replace=False)
+    return path
+
+
 def _replaced(ext: client.ApiextensionsV1Api, doc: dict[str, Any]) -> bool:
     """Replace a CRD with ``doc``: False when another worker replaced it between our read and write (409),
     to be tried again. Replacing a CRD with the same content changes nothing the API server serves, so

@@ -16,7 +16,6 @@ import base64
 import hashlib
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from kubernetes import client
 from hybrid_operator.ansible.compat import ansible_version
 from hybrid_operator.ansible.running import ExecutorSettings, RunRequest
 from hybrid_operator.ansible.warm.executor import WarmExecutor
-from tests.paths import LEAN_MINOR, RecordingProxy, differences, seen, warm_executor
+from tests.paths import LEAN_MINOR, RecordingProxy, differences, executor_pair, recording_proxy, seen
 
 pytestmark = [
     pytest.mark.integration,
@@ -55,18 +54,14 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[WarmExecuto
     (tasks / "main.yml").write_text(SNEAKY)
     paths = (*ROLES, root / "roles")
     settings = ExecutorSettings(artifacts_root=root / "engine", roles_paths=paths, module_server=True)
-    engine = warm_executor(settings, on=False)
-    lean_run = warm_executor(replace(settings, artifacts_root=root / "lean"), on=True)
-    yield engine, lean_run
-    engine.close()
-    lean_run.close()
+    with executor_pair(settings, root / "lean") as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")
 def proxy(kubeconfig: str) -> Iterator[RecordingProxy]:
-    recording = RecordingProxy(kubeconfig)
-    yield recording
-    recording.stop()
+    with recording_proxy(kubeconfig) as recording:
+        yield recording
 
 
 def request(role: str, obj: dict[str, Any], env: dict[str, str] | None = None, run_id: str = "") -> RunRequest:

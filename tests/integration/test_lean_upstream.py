@@ -18,7 +18,6 @@ import re
 import subprocess
 import uuid
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,8 +27,8 @@ from kubernetes import client
 from hybrid_operator.ansible.compat import ansible_version
 from hybrid_operator.ansible.running import ExecutorSettings, RunRequest
 from hybrid_operator.ansible.warm.executor import WarmExecutor
-from tests.integration.conftest import ROOT, install_crds
-from tests.paths import LEAN_MINOR, RecordingProxy, differences, seen, warm_executor
+from tests.integration.conftest import ROOT, install_crds, upstream_project
+from tests.paths import LEAN_MINOR, RecordingProxy, differences, executor_pair, recording_proxy, seen
 
 pytestmark = [
     pytest.mark.integration,
@@ -42,31 +41,21 @@ METRICS_MARKER = Path("/tmp/metricsbumped")  # the memcached role's once-a-machi
 
 @pytest.fixture(scope="module")
 def project(api: client.ApiClient) -> Path:
-    out = subprocess.run(
-        [str(ROOT / "hack" / "upstream-testdata.sh")], capture_output=True, text=True, check=False, timeout=600
-    )
-    assert out.returncode == 0, out.stderr
-    path = Path(out.stdout.strip().splitlines()[-1])
-    install_crds(api, sorted((path / "config" / "crd" / "bases").glob("*.yaml")), replace=False)
-    return path
+    return upstream_project(api)
 
 
 @pytest.fixture(scope="module")
 def pair(project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[WarmExecutor, WarmExecutor]]:
     root = tmp_path_factory.mktemp("lean-upstream")
     settings = ExecutorSettings(artifacts_root=root / "engine", roles_paths=(project / "roles",), module_server=True)
-    engine = warm_executor(settings, on=False)
-    lean_run = warm_executor(replace(settings, artifacts_root=root / "lean"), on=True)
-    yield engine, lean_run
-    engine.close()
-    lean_run.close()
+    with executor_pair(settings, root / "lean") as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")
 def proxy(kubeconfig: str) -> Iterator[RecordingProxy]:
-    recording = RecordingProxy(kubeconfig)
-    yield recording
-    recording.stop()
+    with recording_proxy(kubeconfig) as recording:
+        yield recording
 
 
 @pytest.mark.parametrize("kind", ["memcached", "foo", "memfin"])
@@ -146,15 +135,12 @@ def test_kialis_first_reconcile_is_the_same(
     for key, value in {**described["env"], "ANSIBLE_ALLOW_BROKEN_CONDITIONALS": "true"}.items():
         monkeypatch.setenv(key, value)
     settings = ExecutorSettings(artifacts_root=home / "engine", roles_paths=(home / "roles",), module_server=True)
-    executors = (
-        warm_executor(settings, on=False),
-        warm_executor(replace(settings, artifacts_root=home / "lean"), on=True),
-    )
+    pair = executor_pair(settings, home / "lean")
     runs, names = [], dict[str, str]()
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     pod = described["pod"]
     image = f"quay.io/kiali/kiali-operator:{pod['labels']['version']}"
-    try:
+    with pair as executors:
         for label, executor in zip(("engine", "lean"), executors, strict=True):
             namespace = f"lean-kiali-{label}-{uuid.uuid4().hex[:6]}"
             core.create_namespace({"metadata": {"name": namespace}})
@@ -185,9 +171,6 @@ def test_kialis_first_reconcile_is_the_same(
                 "kiali.io", "v1alpha1", namespace, "kialis", "kiali", {"metadata": {"finalizers": None}}
             )
             core.delete_namespace(namespace, propagation_policy="Background")
-    finally:
-        for executor in executors:
-            executor.close()
     assert runs[1].result.path in ("lean", "mixed")
     found = differences(runs[0], runs[1], names, KIALI_BY_CHANCE)
     assert not found, "\n".join(found)

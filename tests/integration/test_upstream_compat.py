@@ -9,7 +9,6 @@ drift after an operator restart is corrected, and a watched Secret's data change
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.helpers import missing_upstream_metrics
-from tests.integration.conftest import ROOT, Objects, OperatorProcess, condition, install_crds, wait_until
+from tests.integration.conftest import Objects, OperatorProcess, condition, upstream_project, wait_until
 
 pytestmark = pytest.mark.integration
 G, V = "cache.example.com", "v1alpha1"
@@ -29,13 +28,7 @@ METRICS_MARKER = Path("/tmp/metricsbumped")  # the project's roles bump their me
 
 @pytest.fixture(scope="module")
 def project(api: client.ApiClient) -> Path:
-    out = subprocess.run(
-        [str(ROOT / "hack" / "upstream-testdata.sh")], capture_output=True, text=True, check=False, timeout=600
-    )
-    assert out.returncode == 0, out.stderr
-    path = Path(out.stdout.strip().splitlines()[-1])
-    install_crds(api, sorted((path / "config" / "crd" / "bases").glob("*.yaml")), replace=False)
-    return path
+    return upstream_project(api)
 
 
 @pytest.fixture
