@@ -235,7 +235,9 @@ def _processes_with(args: list[str]) -> list[int]:
 
 @pytest.mark.parametrize("modules_in_worker", [False, True])
 def test_a_timeout_kills_the_whole_run(tmp_path: Path, modules_in_worker: bool) -> None:
-    seconds = "47.31"  # an argument no other process has: how we find the module's `sleep`
+    # An argument no other process has (the other parametrization may run beside this one on another
+    # test worker): how we find the module's `sleep`.
+    seconds = "47.31" if modules_in_worker else "47.32"
     spec = {"mode": "sleep", "sleepSeconds": seconds}
     warm = WarmExecutor(replace(settings(tmp_path / "warm", timeout=6), module_server=modules_in_worker))
     short_runner = RunnerExecutor(settings(tmp_path / "runner", timeout=6))

@@ -18,12 +18,23 @@ next; the first task computes it on Ansible's own path, the later ones with the 
   a template (so validating it again gives the same values, warnings and errors: none), later tasks under it
   share the parent unvalidated and uncopied, as loop items already share theirs.
 
+- **plugin name resolution** (``PluginLoader.find_plugin_with_context``: a plugin's name, its collections
+  list and its loader's search path to its file, through collection routing and several ``stat`` calls; the
+  strategy resolves each task's action, the executor its action and connection plugins again, ~130 times in
+  a 14-task run). A resolution that succeeded without a deprecation, a redirect still pending or an error
+  is remembered for the same loader, name, arguments, search directories and collection paths, and a copy of
+  its outcome returned the next time. This assumes what Ansible itself assumes within a process (its
+  ``PLUGIN_PATH_CACHE`` and its cache of loaded plugin modules are never invalidated either): the plugin
+  files of a run do not change while it runs. Memos are the run's own (keyed by the process).
+
 ``hook_lean_tasks`` also counts each task by its path: ``lean tasks`` ran in the run's own process,
 ``engine tasks`` forked Ansible's worker.
 """
 
 from __future__ import annotations
 
+import copy
+import os
 import threading
 from collections import Counter
 from typing import Any
@@ -35,6 +46,15 @@ _ABSENT = object()  # a variable the task does not have
 _state = threading.local()  # .base: the play context of the task the lean path is running in this thread
 _play_contexts: dict[tuple[Any, ...], Any] = {}  # key -> the validated play context (this run's process)
 _settled: set[tuple[type, str]] = set()  # parents whose validation is a no-op from now on (type, uuid)
+_resolutions: dict[tuple[Any, ...], Any] = {}  # key -> a plugin resolution's outcome (this run's process)
+_CONTEXT_LISTS = (
+    "redirect_list",
+    "raw_error_list",
+    "error_list",
+    "import_error_list",
+    "load_attempts",
+    "deprecation_warnings",
+)
 _LEAN_MINORS = ((2, 21),)
 
 
@@ -77,6 +97,28 @@ def shape_problems() -> list[str]:
             problems.append(f"TaskExecutor._execute_internal: no {line.split('(')[0]}")
     if "self._parent.post_validate(templar)" not in inspect.getsource(Task.post_validate):
         problems.append("Task.post_validate: does not validate its parent")
+    return problems + _resolution_problems()
+
+
+def _resolution_problems() -> list[str]:
+    import inspect
+
+    from ansible.plugins.loader import PluginLoadContext, PluginLoader, action_loader
+    from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+
+    problems = []
+    parameters = tuple(inspect.signature(PluginLoader.find_plugin_with_context).parameters)
+    if parameters != ("self", "name", "mod_type", "ignore_deprecated", "check_aliases", "collection_list"):
+        problems.append("PluginLoader.find_plugin_with_context: not the expected parameters")
+    context = PluginLoadContext("module", "ansible.modules")
+    wanted = (*_CONTEXT_LISTS, "resolved", "deprecated", "pending_redirect")
+    missing = [name for name in wanted if not hasattr(context, name)]
+    if not isinstance(getattr(action_loader, "_extra_dirs", None), list):
+        missing.append("PluginLoader._extra_dirs")
+    if not isinstance(getattr(_AnsibleCollectionFinder, "_n_collection_paths", None), property):
+        missing.append("_AnsibleCollectionFinder._n_collection_paths")
+    if missing:
+        problems.append(f"plugin resolution: not the expected attributes ({', '.join(missing)})")
     return problems
 
 
@@ -86,6 +128,7 @@ def hook_lean_tasks(counts: Counter[str]) -> None:
     _hook_task_path(counts)
     _hook_play_contexts()
     _hook_parents()
+    _hook_plugin_resolution()
 
 
 def _hook_task_path(counts: Counter[str]) -> None:
@@ -163,6 +206,77 @@ def _hook_parents() -> None:
         Base.post_validate(self, templar)
 
     Task.post_validate = post_validate
+
+
+def _hook_plugin_resolution() -> None:
+    from ansible.plugins.loader import PluginLoader
+
+    find = PluginLoader.find_plugin_with_context
+
+    def find_plugin_with_context(
+        self: Any,
+        name: str,
+        mod_type: str = "",
+        ignore_deprecated: bool = False,
+        check_aliases: bool = False,
+        collection_list: Any = None,
+    ) -> Any:
+        key = _resolution_key(self, name, mod_type, ignore_deprecated, check_aliases, collection_list)
+        if key is not None and (known := _resolutions.get(key)) is not None:
+            return _context_copy(known)
+        found = find(self, name, mod_type, ignore_deprecated, check_aliases, collection_list)
+        if key is not None and _reusable(found):
+            _resolutions[key] = _context_copy(found)
+        return found
+
+    PluginLoader.find_plugin_with_context = find_plugin_with_context
+
+
+def _resolution_key(
+    loader: Any, name: Any, mod_type: Any, ignore_deprecated: Any, check_aliases: Any, collection_list: Any
+) -> tuple[Any, ...] | None:
+    """What a plugin resolution is a function of (the plugin files aside), or None: resolve it again."""
+    from ansible.utils.collection_loader import AnsibleCollectionConfig
+
+    if collection_list is not None and not isinstance(collection_list, list | tuple):
+        return None
+    if not all(isinstance(part, str) for part in (name, mod_type, *(collection_list or ()))):
+        return None
+    finder = AnsibleCollectionConfig.collection_finder
+    return (
+        os.getpid(),
+        id(loader),
+        loader.package,
+        loader.class_name,
+        tuple(loader._extra_dirs),
+        tuple(finder._n_collection_paths) if finder is not None else (),  # the playbook's and the configured
+        AnsibleCollectionConfig.default_collection,
+        name,
+        mod_type,
+        bool(ignore_deprecated),
+        bool(check_aliases),
+        None if collection_list is None else tuple(collection_list),
+    )
+
+
+def _reusable(context: Any) -> bool:
+    """A resolution whose outcome may be handed out again: resolved, nothing to warn of, nothing pending."""
+    return bool(
+        context.resolved
+        and not context.deprecated
+        and not context.pending_redirect
+        and not context.raw_error_list
+        and not context.error_list
+        and not context.import_error_list
+    )
+
+
+def _context_copy(context: Any) -> Any:
+    """A copy of a ``PluginLoadContext`` whose lists are its own (callers may extend them)."""
+    made = copy.copy(context)
+    for name in _CONTEXT_LISTS:
+        setattr(made, name, list(getattr(context, name)))
+    return made
 
 
 def _active() -> bool:

@@ -209,6 +209,9 @@ class ZygoteServer:
                 f"it ({'; '.join(problems)})"
             )
         compat.reset_private_state()
+        # What the warm-up left is every run's from here: out of the collector's reach, so a run's collections
+        # neither walk it nor write to its pages (each page written is a page the fork copies).
+        gc.freeze()
         if threading.active_count() != 1:  # forking a multi-threaded process can deadlock the child
             names = ", ".join(thread.name for thread in threading.enumerate())
             raise compat.UnsupportedAnsible(f"{threading.active_count()} threads run after the warm-up: {names}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,67 @@ def test_a_parent_whose_validation_templates_nothing_is_plain() -> None:
     task = {"debug": {"msg": trusted("{{ x }}")}}
     assert lean_steps._plain_object(Block.load({"block": [task], "name": trusted("plain")}))
     assert not lean_steps._plain_object(Block.load({"block": [], "name": trusted("{{ templated }}")}))
+
+
+@pytest.fixture
+def resolutions(monkeypatch: pytest.MonkeyPatch) -> dict[object, object]:
+    """The lean path's plugin resolution memo installed in this process for one test, then taken out; Ansible's
+    own resolution stays reachable as ``ansible_resolution``."""
+    from ansible.plugins.loader import PluginLoader
+
+    from hybrid_operator.ansible.compat import lean as lean_steps
+
+    global ansible_resolution
+    ansible_resolution = PluginLoader.find_plugin_with_context
+    monkeypatch.setattr(PluginLoader, "find_plugin_with_context", ansible_resolution)
+    monkeypatch.setattr(lean_steps, "_resolutions", {})
+    lean_steps._hook_plugin_resolution()
+    return lean_steps._resolutions
+
+
+ansible_resolution: Callable[..., object]
+
+
+def _outcome(context: object) -> tuple[object, ...]:
+    names = ("resolved", "plugin_resolved_path", "plugin_resolved_name", "resolved_fqcn", "redirect_list")
+    return tuple(getattr(context, name) for name in names)
+
+
+@pytest.mark.skipif(compat.ansible_version()[:2] != (2, 21), reason="the lean task steps are 2.21's")
+def test_a_plugin_resolved_again_is_what_ansible_resolves(resolutions: dict[object, object], tmp_path: Path) -> None:
+    """The memo hands out what Ansible's own resolution gives, a copy each time; a directory added to the
+    loader (a role's ``action_plugins``) is searched again, so a plugin there shadows the one remembered."""
+    from ansible.plugins.loader import action_loader
+
+    original = ansible_resolution
+    first = action_loader.find_plugin_with_context("debug")
+    assert len(resolutions) == 1
+    again = action_loader.find_plugin_with_context("debug")
+    assert _outcome(again) == _outcome(first) == _outcome(original(action_loader, "debug"))
+    again.redirect_list.append("changed by a caller")
+    assert _outcome(action_loader.find_plugin_with_context("debug")) == _outcome(first)
+
+    roles_plugins = tmp_path / "action_plugins"
+    roles_plugins.mkdir()
+    (roles_plugins / "debug.py").write_text("from ansible.plugins.action import ActionBase as ActionModule\n")
+    action_loader.add_directory(str(roles_plugins))
+    try:
+        shadowed = action_loader.find_plugin_with_context("debug")
+        assert shadowed.plugin_resolved_path == str(roles_plugins / "debug.py")
+        assert _outcome(shadowed) == _outcome(original(action_loader, "debug"))
+    finally:
+        action_loader._extra_dirs.remove(str(roles_plugins))
+        action_loader._clear_caches()
+
+
+@pytest.mark.skipif(compat.ansible_version()[:2] != (2, 21), reason="the lean task steps are 2.21's")
+def test_a_plugin_not_found_or_deprecated_is_resolved_every_time(resolutions: dict[object, object]) -> None:
+    from ansible.plugins.loader import action_loader
+
+    from hybrid_operator.ansible.compat import lean as lean_steps
+
+    assert not action_loader.find_plugin_with_context("no_such_action_anywhere").resolved
+    assert resolutions == {}
+    deprecated = action_loader.find_plugin_with_context("debug")
+    deprecated.deprecated = True
+    assert not lean_steps._reusable(deprecated)
