@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -190,22 +191,18 @@ def test_a_parent_whose_validation_templates_nothing_is_plain() -> None:
 
 
 @pytest.fixture
-def resolutions(monkeypatch: pytest.MonkeyPatch) -> dict[object, object]:
-    """The lean path's plugin resolution memo installed in this process for one test, then taken out; Ansible's
-    own resolution stays reachable as ``ansible_resolution``."""
+def resolutions(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[Any, Any], Callable[..., object]]:
+    """The lean path's plugin resolution memo installed in this process for one test, then taken out: the
+    memo, and Ansible's own resolution."""
     from ansible.plugins.loader import PluginLoader
 
     from hybrid_operator.ansible.compat import lean as lean_steps
 
-    global ansible_resolution
     ansible_resolution = PluginLoader.find_plugin_with_context
     monkeypatch.setattr(PluginLoader, "find_plugin_with_context", ansible_resolution)
     monkeypatch.setattr(lean_steps, "_resolutions", {})
     lean_steps._hook_plugin_resolution()
-    return lean_steps._resolutions
-
-
-ansible_resolution: Callable[..., object]
+    return lean_steps._resolutions, ansible_resolution
 
 
 def _outcome(context: object) -> tuple[object, ...]:
@@ -214,14 +211,16 @@ def _outcome(context: object) -> tuple[object, ...]:
 
 
 @pytest.mark.skipif(compat.ansible_version()[:2] != (2, 21), reason="the lean task steps are 2.21's")
-def test_a_plugin_resolved_again_is_what_ansible_resolves(resolutions: dict[object, object], tmp_path: Path) -> None:
+def test_a_plugin_resolved_again_is_what_ansible_resolves(
+    resolutions: tuple[dict[Any, Any], Callable[..., object]], tmp_path: Path
+) -> None:
     """The memo hands out what Ansible's own resolution gives, a copy each time; a directory added to the
     loader (a role's ``action_plugins``) is searched again, so a plugin there shadows the one remembered."""
     from ansible.plugins.loader import action_loader
 
-    original = ansible_resolution
+    memo, original = resolutions
     first = action_loader.find_plugin_with_context("debug")
-    assert len(resolutions) == 1
+    assert len(memo) == 1
     again = action_loader.find_plugin_with_context("debug")
     assert _outcome(again) == _outcome(first) == _outcome(original(action_loader, "debug"))
     again.redirect_list.append("changed by a caller")
@@ -241,13 +240,15 @@ def test_a_plugin_resolved_again_is_what_ansible_resolves(resolutions: dict[obje
 
 
 @pytest.mark.skipif(compat.ansible_version()[:2] != (2, 21), reason="the lean task steps are 2.21's")
-def test_a_plugin_not_found_or_deprecated_is_resolved_every_time(resolutions: dict[object, object]) -> None:
+def test_a_plugin_not_found_or_deprecated_is_resolved_every_time(
+    resolutions: tuple[dict[Any, Any], Callable[..., object]],
+) -> None:
     from ansible.plugins.loader import action_loader
 
     from hybrid_operator.ansible.compat import lean as lean_steps
 
     assert not action_loader.find_plugin_with_context("no_such_action_anywhere").resolved
-    assert resolutions == {}
+    assert resolutions[0] == {}
     deprecated = action_loader.find_plugin_with_context("debug")
     deprecated.deprecated = True
     assert not lean_steps._reusable(deprecated)
