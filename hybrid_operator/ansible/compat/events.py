@@ -9,6 +9,12 @@ before the marker is written, so a reader that meets the marker finds the line),
 reads that file as far as it needs. A run that writes per-event files (a run exec'd as a real
 ``ansible-playbook``, or an ``awx_display`` of another shape) is read as before. The stream is removed once
 read: the artifacts are the ones ansible-runner leaves.
+
+``awx_display`` also wraps every public ``Display`` method so that what it displays is marked with the
+method's name (``with_context``: a context manager per call). ``Display.debug`` is called ~40 times per task
+and, with Ansible's debug output off (``DEFAULT_DEBUG``, read once from the environment every run shares),
+displays nothing: ``quiet_debug`` takes the marking off that one method then (``Display._meets_debug``
+returns first), so what is displayed and every event stay the same.
 """
 
 from __future__ import annotations
@@ -116,3 +122,33 @@ class PartialReader:
         if self._handle is not None:
             self._handle.close()
         (self.events_dir / PARTIALS).unlink(missing_ok=True)
+
+
+_DEBUG_GATE = "Display._meets_debug.<locals>.wrapper"  # ansible-core's check of DEFAULT_DEBUG around debug
+_MARKING = "with_context.<locals>.wrap.<locals>.wrapper"  # awx_display's marking around each method
+
+
+def _code_of(function: Any) -> tuple[str, str]:
+    """Where a function's code is (``functools.wraps`` gives a wrapper its wrapped function's names)."""
+    code = getattr(function, "__code__", None)
+    return (getattr(code, "co_filename", ""), getattr(code, "co_qualname", "")) if code else ("", "")
+
+
+def quiet_debug(modules: list[Any]) -> list[str]:
+    """``Display.debug`` without these ``awx_display`` modules' event marking, when Ansible's debug output is
+    off (see the module docstring); why it was left as it is (empty: it was changed)."""
+    from ansible import constants
+    from ansible.utils.display import Display
+
+    if constants.DEFAULT_DEBUG:
+        return ["Ansible's debug output is on"]
+    files = {getattr(module, "__file__", None) for module in modules}
+    method = Display.debug
+    while _code_of(method)[0] in files and _code_of(method)[1] == _MARKING and hasattr(method, "__wrapped__"):
+        method = method.__wrapped__
+    if method is Display.debug:
+        return ["Display.debug: not wrapped by awx_display"]
+    if _code_of(method)[1] != _DEBUG_GATE:
+        return [f"Display.debug: awx_display wraps {_code_of(method)[1] or '?'}, not {_DEBUG_GATE}"]
+    Display.debug = method
+    return []

@@ -33,7 +33,15 @@ _HOOKED = ("_configure_module", "_compute_environment_string", "_execute_module"
 # costs time). 2.18's wrapper imports nothing of Ansible's before ``basic``, which ``inworker`` preloads.
 _MODULE_PRELOAD: dict[tuple[int, int], tuple[str, ...]] = {
     (2, 18): (),
-    (2, 19): ("ansible.module_utils._internal._ansiballz._loader",),
+    (2, 19): (
+        "ansible.module_utils._internal._ansiballz._loader",
+        # The JSON profiles a module's arguments are encoded with and its result decoded with (imported by
+        # name the first time a run calls a module: each run did it again).
+        "ansible.module_utils._internal._json._profiles._module_legacy_c2m",
+        "ansible.module_utils._internal._json._profiles._module_legacy_m2c",
+        "ansible.module_utils._internal._json._profiles._module_modern_c2m",
+        "ansible.module_utils._internal._json._profiles._module_modern_m2c",
+    ),
 }
 
 

@@ -6,6 +6,12 @@ retries send) to ``_DirectQueue``, which does at once what the strategy's result
 (``results_thread_main``), after the same pickle round trip the queue's pipe gives them. Through the queue each
 message cost a pipe write, a wake-up of the results thread, the GIL handed to it and back, and the strategy's
 1 ms polls until the result showed up: on a busy machine each hand-over waits for the scheduler.
+
+A worker slot whose task runs here never makes the queue Ansible's worker answers prompts on
+(``WorkerProcess.worker_queue``: a pipe and three named semaphores in ``/dev/shm``, made and unlinked for
+every task): a task run here prints to this process's own ``Display``, which prompts in place, so nothing
+is ever put on it. It is made at ``start`` for a slot that forks, before the fork, as Ansible makes it; and
+at first use, should anything else reach for it (``_DeferredQueue``).
 """
 
 from __future__ import annotations
@@ -30,7 +36,10 @@ _RESULTS_THREAD = (
     "strategy._results.append(result)",
     "_convert_wire_task_result_to_host_task_result(result.wire_task_result)",
 )
+# How ``WorkerProcess.__init__`` makes its prompt queue (``_DeferredQueue`` stands in for it).
+_WORKER_QUEUE_LINE = "self.worker_queue = WorkerQueue(ctx=multiprocessing_context)"
 _current = threading.local()  # the strategy whose ``_queue_task`` is running in this thread
+_constructing = threading.Lock()  # held while a worker slot is made with ``_DeferredQueue`` in the module
 
 
 def inline_task_problems() -> list[str]:
@@ -59,12 +68,23 @@ def inline_task_problems() -> list[str]:
             problems.append("FinalQueue.send_task_result: not found")
         if not callable(getattr(getattr(_task, "UnifiedTaskResult", None), "create_from_action_exception", None)):
             problems.append("UnifiedTaskResult.create_from_action_exception: not found")
-        for name in ("_task", "_task_vars", "_host", "_play_context", "_loader", "_final_q"):
-            if f"self.{name} = " not in inspect.getsource(worker.WorkerProcess.__init__):
-                problems.append(f"WorkerProcess.{name}: not set by its constructor")
+        problems += _worker_problems(worker)
         problems += _results_path_problems(strategy, _task)
     except Exception as exc:
         problems = [f"{type(exc).__name__}: {exc}"]
+    return problems
+
+
+def _worker_problems(worker: Any) -> list[str]:
+    """What ``run_task_inline`` and ``InlineWorker`` read of Ansible's worker slot, and how it makes its queue."""
+    init = inspect.getsource(worker.WorkerProcess.__init__)
+    problems = [
+        f"WorkerProcess.{name}: not set by its constructor"
+        for name in ("_task", "_task_vars", "_host", "_play_context", "_loader", "_final_q")
+        if f"self.{name} = " not in init
+    ]
+    if _WORKER_QUEUE_LINE not in init or not isinstance(getattr(worker, "WorkerQueue", None), type):
+        problems.append(f"WorkerProcess.__init__: no {_WORKER_QUEUE_LINE}")
     return problems
 
 
@@ -107,6 +127,22 @@ class _DirectQueue:
 
     def __getattr__(self, name: str) -> Any:  # anything else (never sent by an in-process task): the queue's
         return getattr(self._strategy._final_q, name)
+
+
+class _DeferredQueue:
+    """A worker slot's prompt queue, made only when something uses it (see the module docstring)."""
+
+    def __init__(self, real: type, **kwargs: Any) -> None:
+        self._real, self._kwargs, self._made = real, kwargs, None
+
+    def made(self) -> Any:
+        """The real queue (made now if it was not yet)."""
+        if self._made is None:
+            self._made = self._real(**self._kwargs)
+        return self._made
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.made(), name)
 
 
 def _send_result(final_q: Any, host: Any, task: Any, utr: Any) -> None:
@@ -195,14 +231,33 @@ def hook_inline_tasks(runs_here: Callable[[str, object, bool], bool]) -> None:
         finally:
             _current.strategy = None
 
+    from ansible.executor.process import worker
+
+    real_queue = worker.WorkerQueue
+
+    def deferred_queue(**kwargs: Any) -> _DeferredQueue:
+        return _DeferredQueue(real_queue, **kwargs)
+
     class InlineWorker(WorkerProcess):  # type: ignore[misc]  # Ansible is untyped here
-        """A worker slot that, for an eligible task, runs it at ``start`` and is never alive after."""
+        """A worker slot that, for an eligible task, runs it at ``start`` and is never alive after; its
+        prompt queue is made only when it forks (see the module docstring)."""
+
+        def __init__(self, **kwargs: Any) -> None:
+            with _constructing:
+                worker.WorkerQueue = deferred_queue
+                try:
+                    super().__init__(**kwargs)
+                finally:
+                    worker.WorkerQueue = real_queue
 
         def start(self) -> None:
             connection = self._task_vars.get("ansible_connection", self._play_context.connection)
             if runs_here(str(self._task.action), connection, bool(self._task.delegate_to)):
                 run_task_inline(self)  # never started as a process: ``is_alive`` is False, ``close`` is a no-op
             else:
+                queue: Any = getattr(self, "worker_queue", None)
+                if isinstance(queue, _DeferredQueue):
+                    self.worker_queue = queue.made()  # before the fork: the child shares its pipe
                 super().start()
 
     strategy.WorkerProcess = InlineWorker

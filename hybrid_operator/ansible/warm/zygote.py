@@ -180,11 +180,7 @@ class ZygoteServer:
             raise RuntimeError(
                 f"the warm-up playbook failed (exit code {rc}): {reason}; its output is in {request.run.output}"
             )
-        preload_worker_plugins()
-        if docs_problems:
-            print(f"zygote: plugin documentation parsed in every run: {'; '.join(docs_problems)}", file=sys.stderr)
-        else:
-            plugindocs.preload_lookups()
+        self.share_plugins(docs_problems)
         if self.inline_tasks and (problems := inline.install()):  # each task forks a worker, as usual
             print(f"zygote: tasks fork Ansible's worker: {'; '.join(problems)}", file=sys.stderr)
         # The lean path sits on the in-process task path and hands the module hooks its runner of API modules.
@@ -223,6 +219,17 @@ class ZygoteServer:
         seconds = time.monotonic() - started
         why_not_in_worker = "" if in_worker else why
         self.send(protocol.Ready(os.getpid(), version, seconds, in_worker, why_not_in_worker, "; ".join(not_lean)))
+
+    @staticmethod
+    def share_plugins(docs_problems: list[str]) -> None:
+        """After the warm-up, what every run would otherwise do again with the plugins it uses."""
+        preload_worker_plugins()
+        if problems := compat.quiet_debug_calls():  # every debug call keeps the callback's marking
+            print(f"zygote: debug calls marked for events: {'; '.join(problems)}", file=sys.stderr)
+        if docs_problems:
+            print(f"zygote: plugin documentation parsed in every run: {'; '.join(docs_problems)}", file=sys.stderr)
+        else:
+            plugindocs.preload_lookups()
 
     def prepare_roles(self) -> None:
         """What every run would otherwise do for the roles on the roles path: parse their YAML, compile their

@@ -54,3 +54,38 @@ def test_a_line_cut_short_waits_for_its_end(tmp_path: Path) -> None:
         handle.write(line[10:])
     assert reader.take("u") == {"x": 1}
     reader.close()
+
+
+_DEBUG_CHILD = r"""
+import io, json, sys
+from ansible.utils.display import Display
+from ansible_runner.display_callback.callback import awx_display
+from hybrid_operator.ansible.compat import events
+wrapped = Display.debug
+problems = events.quiet_debug([awx_display])
+display = Display()
+out, err = io.StringIO(), io.StringIO()
+sys.stdout, sys.stderr = out, err
+display.debug("a debug message")
+sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+shown = out.getvalue() + err.getvalue()
+print(json.dumps({"problems": problems, "changed": Display.debug is not wrapped, "shown": shown}))
+"""
+
+
+def _quiet_debug(tmp_path: Path, debug: str) -> dict[str, object]:
+    env = {**os.environ, "AWX_ISOLATED_DATA_DIR": str(tmp_path), "ANSIBLE_DEBUG": debug}
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", _DEBUG_CHILD], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+def test_debug_calls_lose_the_marking_only_while_debug_output_is_off(tmp_path: Path) -> None:
+    off = _quiet_debug(tmp_path, "0")
+    assert off == {"problems": [], "changed": True, "shown": ""}
+    on = _quiet_debug(tmp_path, "1")  # the callback's marking stays, and the message is shown as before
+    assert on["problems"] == ["Ansible's debug output is on"] and on["changed"] is False
+    assert "a debug message" in str(on["shown"])

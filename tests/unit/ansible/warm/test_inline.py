@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -138,12 +139,13 @@ print(json.dumps({"rc": rc, "sent": sent}))
 """
 
 
-@pytest.mark.skipif(bool(compat.inline_task_problems()), reason="this ansible-core keeps the worker fork")
-def test_in_process_tasks_hand_their_results_over_without_the_queue(tmp_path: Path) -> None:
-    playbook = tmp_path / "loop.yml"
-    playbook.write_text(_LOOP_PLAYBOOK, encoding="utf-8")
+def _counted(tmp_path: Path, script: str, playbook_text: str) -> tuple[str, dict[str, Any]]:
+    """Run ``playbook_text`` through a child running ``script``: its output, and the counts it printed last
+    (the playbook's exit code checked to be 0)."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(playbook_text, encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, "-P", "-c", _COUNT, str(playbook)],
+        [sys.executable, "-P", "-c", script, str(playbook)],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -151,7 +153,38 @@ def test_in_process_tasks_hand_their_results_over_without_the_queue(tmp_path: Pa
         env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "item 1" in done.stdout and "item 2" in done.stdout and "...ignoring" in done.stdout
-    out = json.loads(done.stdout.splitlines()[-1])
+    out: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     assert out["rc"] == 0
+    return done.stdout, out
+
+
+@pytest.mark.skipif(bool(compat.inline_task_problems()), reason="this ansible-core keeps the worker fork")
+def test_in_process_tasks_hand_their_results_over_without_the_queue(tmp_path: Path) -> None:
+    stdout, out = _counted(tmp_path, _COUNT, _LOOP_PLAYBOOK)
+    assert "item 1" in stdout and "item 2" in stdout and "...ignoring" in stdout
     assert out["sent"].get("WireTaskResult", 0) == 0 and out["sent"].get("CallbackSend", 0) == 0, out["sent"]
+
+
+_QUEUES = """
+import collections, json, sys
+from multiprocessing import queues
+made = collections.Counter()
+init = queues.Queue.__init__
+def counted(self, *args, **kwargs):
+    made[type(self).__name__] += 1
+    return init(self, *args, **kwargs)
+queues.Queue.__init__ = counted
+from hybrid_operator.ansible import compat
+from hybrid_operator.ansible.warm import inline
+assert inline.install() == []
+rc = compat.run_playbook(["ansible-playbook", sys.argv[1]])
+print(json.dumps({"rc": rc, "made": made}))
+"""
+
+
+@pytest.mark.skipif(bool(compat.inline_task_problems()), reason="this ansible-core keeps the worker fork")
+def test_only_worker_slots_that_fork_make_a_prompt_queue(tmp_path: Path) -> None:
+    # _PLAYBOOK: four tasks (a handler among them) run here; add_host and group_by fork Ansible's worker.
+    stdout, out = _counted(tmp_path, _QUEUES, _PLAYBOOK)
+    assert "seen [1, 2, 3]" in stdout and "in made_3" in stdout  # the forked slots did their work
+    assert out["made"].get("WorkerQueue", 0) == 2, out["made"]  # one per forked slot, made before its fork
