@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import subprocess
+import sysconfig
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,6 +59,18 @@ def _commit() -> str:
     return proc.stdout.strip() or "?"
 
 
+def python_build() -> str:
+    """How this interpreter (the one every contender's Python runs on) was compiled: what makes the same
+    Python version 20-25 % faster or slower (hack/build-python.sh)."""
+    args = str(sysconfig.get_config_var("CONFIG_ARGS") or "")
+    parts = [
+        "profile-guided" if "--enable-optimizations" in args else "no profile-guided optimization",
+        "link-time optimized" if "--with-lto" in args else "no link-time optimization",
+        "shared libpython" if sysconfig.get_config_var("Py_ENABLE_SHARED") else "libpython linked in",
+    ]
+    return ", ".join(parts)
+
+
 def machine(server_version: str) -> Result:
     return {
         "cpu_model": _first("/proc/cpuinfo", "model name"),
@@ -66,6 +79,7 @@ def machine(server_version: str) -> Result:
         "kernel": platform.release(),
         "os": platform.platform(),
         "python": platform.python_version(),
+        "python_build": python_build(),
         "ansible_core": _dist("ansible-core"),
         "ansible_runner": _dist("ansible-runner"),
         "ansible_collections_package": _dist("ansible"),
@@ -150,7 +164,8 @@ def table(run: Result) -> str:
     out = [
         f"hybrid-operator bench {run['id']}  ({run['started']}, {run['machine']['cores']} cores "
         f"{run['machine']['cpu_model']}, load {run['machine']['load_average_at_start'][0]:.1f} at start, "
-        f"Kubernetes {run['machine']['kubernetes_server']})",
+        f"Kubernetes {run['machine']['kubernetes_server']}, Python {run['machine']['python']}: "
+        f"{run['machine'].get('python_build', '?')})",
         "ratios: contender / reference; below 1.00x is less time, memory, CPU, requests or disk "
         "(throughput: above 1.00x is better)",
     ]

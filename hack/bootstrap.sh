@@ -9,9 +9,13 @@
 # The last line printed is the venv's bin directory. Each hack/constraints/ansible-core-X.Y.txt pins one
 # supported minor and says which Pythons it takes, best first ("# python: 3.13 3.12"); the default venv
 # gets the newest minor for which one of those Pythons is installed (python3.X on PATH or under pyenv), so a
-# machine with Python 3.13 gets ansible-core 2.21 and one with only 3.11 gets 2.19. PYTHON=/path/to/python
-# chooses the interpreter instead (and with it the newest minor that takes it). A venv is reinstalled only
-# when pyproject.toml, its constraints file or its Python changes; the matrix venvs live under
+# machine with Python 3.13 gets ansible-core 2.21 and one with only 3.11 gets 2.19. For Python 3.13 the
+# interpreter is the one the operator's image runs, built once by hack/build-python.sh (Debian's source,
+# profile-guided and link-time optimized; cached): a fresh machine spends 15-25 minutes on it the first
+# time. HYBRID_OPERATOR_PYTHON_BUILD=0 skips that build (python3.13 on PATH or under pyenv is used, as
+# when the build is not possible here: said in the log). PYTHON=/path/to/python chooses the interpreter
+# instead (and with it the newest minor that takes it). A venv is reinstalled only when pyproject.toml,
+# its constraints file or its Python changes; the matrix venvs live under
 # ${XDG_CACHE_HOME:-~/.cache}/hybrid-operator/venvs/, shared by checkouts with the same pins.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,9 +27,32 @@ cache=${XDG_CACHE_HOME:-$HOME/.cache}/hybrid-operator
 # The X.Y of an interpreter that runs (a pyenv shim for a version not selected exits non-zero).
 python_minor() { "$1" -P -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
 
-# A working interpreter for Python X.Y: python3.Y on PATH, else the newest pyenv build of X.Y.
+# The interpreter hack/build-python.sh builds for Python X.Y (the image's), built first when it is not
+# yet; nothing (status 1) for another X.Y, with HYBRID_OPERATOR_PYTHON_BUILD=0, or when the build fails.
+built_python() {
+  local want=$1 built
+  [ "$want" = "$(. "$root/hack/versions.env" && echo "${PYTHON_SOURCE_VERSION%.*}")" ] || return 1
+  if built=$("$root/hack/build-python.sh" --path); then
+    echo "$built"
+    return 0
+  fi
+  [ "${HYBRID_OPERATOR_PYTHON_BUILD:-1}" != 0 ] || return 1
+  if built=$("$root/hack/build-python.sh" | tail -n 1) && [ -x "$built" ]; then
+    echo "$built"
+    return 0
+  fi
+  log "could not build Python $want as the image has it (above): using the one installed here"
+  return 1
+}
+
+# A working interpreter for Python X.Y: the image's (built_python), else python3.Y on PATH, else the newest
+# pyenv build of X.Y.
 find_python() {
   local want=$1 candidate pyenv_root
+  if candidate=$(built_python "$want") && [ "$(python_minor "$candidate")" = "$want" ]; then
+    echo "$candidate"
+    return 0
+  fi
   if candidate=$(command -v "python$want") && [ "$(python_minor "$candidate")" = "$want" ]; then
     echo "$candidate"
     return 0
@@ -76,9 +103,11 @@ case $target in
   default) venv=${HYBRID_OPERATOR_VENV:-$root/.venv} ;;
   *) venv=${HYBRID_OPERATOR_VENV:-$cache/venvs/$content/ansible-core-$target} ;;
 esac
-if [ -x "$venv/bin/python" ] && [ "$(python_minor "$venv/bin/python")" != "$(python_minor "$python")" ]; then
+# The interpreter a venv (or an interpreter) runs on, as a real path.
+base_python() { "$1" -P -c 'import os, sys; print(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))' 2>/dev/null; }
+if [ -x "$venv/bin/python" ] && [ "$(base_python "$venv/bin/python")" != "$(base_python "$python")" ]; then
   [ -f "$venv/pyvenv.cfg" ] || die "$venv is not a virtualenv; remove it or set HYBRID_OPERATOR_VENV"
-  log "$venv has another Python: making it again with $python_version"
+  log "$venv has another Python: making it again with $python ($python_version)"
   rm -rf "$venv"
 fi
 

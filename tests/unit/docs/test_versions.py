@@ -152,3 +152,11 @@ def test_the_operator_sdk_release_is_the_one_we_fetch() -> None:
     claims += _claims(r"`ansible-operator` (v\d+\.\d+\.\d+)") + _claims(r"ansible-operator-plugins@(v\d+\.\d+\.\d+)")
     assert claims
     assert [c for c in claims if c[1] != fetched.group(1)] == []
+
+
+def test_the_interpreter_the_venvs_are_built_on_is_the_pinned_one() -> None:
+    """hack/build-python.sh builds hack/versions.env's PYTHON_SOURCE_VERSION: the pages say that version."""
+    version = ENV["PYTHON_SOURCE_VERSION"]
+    claims = _claims(r"\bpython3\.\d+ (3\.\d+\.\d+)\b")
+    assert claims, "no page names the interpreter hack/build-python.sh builds any more: drop this check"
+    assert [c for c in claims if c[1] != version] == [], f"hack/versions.env pins Python {version}"
