@@ -7,6 +7,7 @@
 #
 #   hack/build-python.sh           # build once (15-25 minutes on 2 cores), then print the interpreter's path
 #   hack/build-python.sh --path    # print the path of the build made earlier; exit 1 if there is none
+#   hack/build-python.sh --retry   # build again after a build that failed (see below)
 #
 # Why: an interpreter built without those optimizations and with a shared libpython (pyenv's and
 # python.org's default builds) runs Ansible's Python 20-25 % slower than the image's, so numbers measured
@@ -14,6 +15,9 @@
 # Needs a C compiler and Python's build headers (installed with apt-get as root on Debian when missing) and
 # this machine's Debian mirror (HYBRID_OPERATOR_DEBIAN_MIRROR to name another). The build lives under
 # ${XDG_CACHE_HOME:-~/.cache}/hybrid-operator/python/<version>; one made partly (interrupted) is made again.
+# A build that failed once the compiler ran leaves <version>.failed beside it, and is not tried again
+# (each bootstrap would spend the build's time failing again) until --retry; a download that failed is
+# tried again the next time.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=hack/lib/log.sh
@@ -36,12 +40,19 @@ needed_modules="ssl zlib bz2 lzma ctypes sqlite3 readline uuid"
 build_packages="gcc make xz-utils libssl-dev zlib1g-dev libbz2-dev liblzma-dev libffi-dev libsqlite3-dev
   libreadline-dev uuid-dev libncurses-dev"
 
+failed_mark=$cache/$version.failed
+
 if [ "${1:-}" = --path ]; then
   [ -f "$done_mark" ] && [ -x "$python" ] || exit 1
   echo "$python"
   exit 0
 fi
-[ "$#" -eq 0 ] || die "usage: hack/build-python.sh [--path]"
+case ${1:-} in
+  "") ;;
+  --retry) rm -f "$failed_mark" ;;
+  *) die "usage: hack/build-python.sh [--path | --retry]" ;;
+esac
+[ "$#" -le 1 ] || die "usage: hack/build-python.sh [--path | --retry]"
 
 mkdir -p "$cache"
 exec 9>"$cache/lock"
@@ -50,6 +61,8 @@ if [ -f "$done_mark" ] && [ -x "$python" ]; then
   echo "$python"
   exit 0
 fi
+[ ! -f "$failed_mark" ] ||
+  die "an earlier build of Python $version failed ($(head -c 300 "$failed_mark")); hack/build-python.sh --retry tries again"
 
 if command -v dpkg-query >/dev/null; then
   # shellcheck disable=SC2086 # one word per package
@@ -62,7 +75,17 @@ fi
 command -v cc >/dev/null || die "no C compiler (cc) to build Python $version with"
 
 work=$(mktemp -d "$cache/build.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+building="" # the step of the slow part under way: a failure there is remembered (see the top)
+# On the way out: the work directory goes; a build that failed says why for the next bootstrap.
+finish() {
+  local rc=$?
+  rm -rf "$work"
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 130 ] && [ -n "$building" ] && [ ! -f "$done_mark" ]; then
+    echo "exit $rc in $building, $(date -u +%FT%TZ)" >"$failed_mark"
+  fi
+}
+trap finish EXIT
+trap 'exit 130' INT TERM # an interrupted build is not a failed one: the next bootstrap builds again
 tarball=python${minor}_${version}.orig.tar.xz
 url=$(debian_mirror)/pool/main/p/python$minor/$tarball
 log "downloading $url"
@@ -76,6 +99,7 @@ source_dir=$work/Python-$version
 rm -rf "$prefix"
 started=$SECONDS
 log "building Python $version with profile-guided and link-time optimization into $prefix (15-25 minutes)"
+building="the build (configure, make, make install)"
 (
   cd "$source_dir"
   ./configure --prefix="$prefix" --enable-optimizations --with-lto --with-computed-gotos >"$work/configure.log" 2>&1 ||
@@ -83,6 +107,7 @@ log "building Python $version with profile-guided and link-time optimization int
   make -j"$(nproc)" >"$work/make.log" 2>&1 || { tail -n 40 "$work/make.log" >&2; exit 1; }
   make install >"$work/install.log" 2>&1 || { tail -n 30 "$work/install.log" >&2; exit 1; }
 ) || die "the build of Python $version failed (its log's end is above)"
+building="the check of the standard library"
 for module in $needed_modules; do
   "$python" -P -c "import $module" 2>/dev/null || die "Python $version was built without $module: its headers are missing"
 done
