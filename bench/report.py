@@ -61,7 +61,7 @@ def _commit() -> str:
 
 def python_build() -> str:
     """How this interpreter (the one every contender's Python runs on) was compiled: what makes the same
-    Python version 20-25 % faster or slower (hack/build-python.sh)."""
+    Python version about a tenth faster or slower on a run (hack/build-python.sh)."""
     args = str(sysconfig.get_config_var("CONFIG_ARGS") or "")
     parts = [
         "profile-guided" if "--enable-optimizations" in args else "no profile-guided optimization",

@@ -9,9 +9,9 @@
 #   hack/build-python.sh --path    # print the path of the build made earlier; exit 1 if there is none
 #   hack/build-python.sh --retry   # build again after a build that failed (see below)
 #
-# Why: an interpreter built without those optimizations and with a shared libpython (pyenv's and
-# python.org's default builds) runs Ansible's Python 20-25 % slower than the image's, so numbers measured
-# on it say less about the operator users deploy (docs/internals/performance.md, "The interpreter").
+# Why: an interpreter built without those optimizations and with a shared libpython (pyenv's default, or a
+# source build with default flags) spends about a tenth more CPU on a Foo run (268 against 239 ms,
+# measured), so numbers measured on it say less about the operator users deploy (docs/internals/performance.md, "The interpreter").
 # Needs a C compiler and Python's build headers (installed with apt-get as root on Debian when missing) and
 # this machine's Debian mirror (HYBRID_OPERATOR_DEBIAN_MIRROR to name another). The build lives under
 # ${XDG_CACHE_HOME:-~/.cache}/hybrid-operator/python/<version>; one made partly (interrupted) is made again.

@@ -142,13 +142,13 @@ def quiet_debug(modules: list[Any]) -> list[str]:
 
     if constants.DEFAULT_DEBUG:
         return ["Ansible's debug output is on"]
-    files = {getattr(module, "__file__", None) for module in modules}
+    markings = {(getattr(module, "__file__", None), _MARKING) for module in modules}
     method = Display.debug
-    while _code_of(method)[0] in files and _code_of(method)[1] == _MARKING and hasattr(method, "__wrapped__"):
+    while _code_of(method) in markings and hasattr(method, "__wrapped__"):
         method = method.__wrapped__
     if method is Display.debug:
         return ["Display.debug: not wrapped by awx_display"]
-    if _code_of(method)[1] != _DEBUG_GATE:
-        return [f"Display.debug: awx_display wraps {_code_of(method)[1] or '?'}, not {_DEBUG_GATE}"]
+    if (found := _code_of(method)[1]) != _DEBUG_GATE:
+        return [f"Display.debug: awx_display wraps {found or '?'}, not {_DEBUG_GATE}"]
     Display.debug = method
     return []
