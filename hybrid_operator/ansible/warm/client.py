@@ -55,6 +55,7 @@ class ZygoteClient:
         self.modules_in_worker = modules_in_worker  # asked for; once ready: whether the zygote could do it
         self.why_not_in_worker = ""
         self.why_not_lean = ""  # once ready: why the zygote's lean path is off (empty: on)
+        self.heap = ""  # once ready: what the zygote did with its heap before forking (``heap``)
         self.proc: subprocess.Popen[bytes] | None = None
         self.env: dict[str, str] = {}
         self.ready = threading.Event()
@@ -185,6 +186,7 @@ class ZygoteClient:
             self.ansible_version = message.ansible_version
             self.modules_in_worker, self.why_not_in_worker = message.modules_in_worker, message.why_not_in_worker
             self.why_not_lean = message.why_not_lean
+            self.heap = message.heap
             log.info(
                 "warm Ansible process ready",
                 extra={"pid": message.pid, "ansible": message.ansible_version, "seconds": round(message.seconds, 2)},

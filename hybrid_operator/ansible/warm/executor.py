@@ -330,6 +330,7 @@ class WarmExecutor:
         elif self.settings.module_server and not verdict.module_in_worker:
             log.warning("modules run in new interpreters: the self-test's collection module did not run in a worker")
         log.info("warm executor self-test passed", extra={"ansible": zygote.ansible_version})
+        log.info("runs are forked from a settled heap: %s", zygote.heap)
         if zygote.why_not_lean:
             log.info("runs take Ansible's own steps, not the lean path: %s", zygote.why_not_lean)
         else:

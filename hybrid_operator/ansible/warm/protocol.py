@@ -56,6 +56,7 @@ class Ready:
     modules_in_worker: bool  # the module hooks are installed (``inworker``)
     why_not_in_worker: str = ""
     why_not_lean: str = ""  # why the lean path (``lean``) is off; empty: it is on
+    heap: str = ""  # what ``heap.settle`` did with the warm-up's objects (``Settled.describe``)
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ def decode(line: bytes) -> Message:
             modules_in_worker=_field(raw, "modules_in_worker", bool),
             why_not_in_worker=_field(raw, "why_not_in_worker", str),
             why_not_lean=_field(raw, "why_not_lean", str),
+            heap=_field(raw, "heap", str),
         )
     if op == "fatal":
         return Fatal(_field(raw, "error", str))

@@ -5,8 +5,9 @@ environment every run shares already in place: Ansible reads its configuration o
 so nothing per-run may be in it. The zygote checks the ansible-core version, imports Ansible, runs the
 warm-up playbook (``selftest.PLAYBOOK``) **in itself**, on Ansible's normal path (the executor's self-test
 compares a forked run with it), installs the module hooks (``inworker``) and the in-process task path
-(``inline``), and then serves the executor
-over the socket it inherited (``protocol``). For each run it ``fork()``s a child that becomes that run's
+(``inline``), sets its heap aside (``heap``: out of the collector's reach and, where CPython allows,
+immortal, so a run copies fewer of its pages), and then serves the executor over the socket it inherited
+(``protocol``). For each run it ``fork()``s a child that becomes that run's
 ``ansible-playbook``: new session, the run's working directory, environment and output file
 (``forking``), Ansible's process-wide state reset (``compat``), then ``PlaybookCLI`` and ``os._exit``.
 The zygote itself never changes after the warm-up, so every run starts from the same state and nothing a
@@ -47,6 +48,7 @@ from hybrid_operator.ansible.privatedirs import new_temp_dir
 from hybrid_operator.ansible.runsite import sitecustomize
 from hybrid_operator.ansible.warm import (
     copies,
+    heap,
     inline,
     inworker,
     lean,
@@ -205,9 +207,9 @@ class ZygoteServer:
                 f"it ({'; '.join(problems)})"
             )
         compat.reset_private_state()
-        # What the warm-up left is every run's from here: out of the collector's reach, so a run's collections
-        # neither walk it nor write to its pages (each page written is a page the fork copies).
-        gc.freeze()
+        # What the warm-up left is every run's from here: neither the collector nor reference counts write to
+        # its pages in a run (each page written is a page the fork copies).
+        settled = heap.settle()
         if threading.active_count() != 1:  # forking a multi-threaded process can deadlock the child
             names = ", ".join(thread.name for thread in threading.enumerate())
             raise compat.UnsupportedAnsible(f"{threading.active_count()} threads run after the warm-up: {names}")
@@ -218,7 +220,11 @@ class ZygoteServer:
         signal.signal(signal.SIGINT, self._on_term)
         seconds = time.monotonic() - started
         why_not_in_worker = "" if in_worker else why
-        self.send(protocol.Ready(os.getpid(), version, seconds, in_worker, why_not_in_worker, "; ".join(not_lean)))
+        self.send(
+            protocol.Ready(
+                os.getpid(), version, seconds, in_worker, why_not_in_worker, "; ".join(not_lean), settled.describe()
+            )
+        )
 
     @staticmethod
     def share_plugins(docs_problems: list[str]) -> None:
