@@ -100,24 +100,23 @@ def _everything_reachable() -> list[object]:
     the collector but hang off objects that are), each once. The walk's own containers are made after the
     collector's list, so they are not part of it."""
     todo = gc.get_objects()
-    seen: set[int] = set()
-    found: list[object] = []
+    found: dict[int, object] = {}  # id -> object
     while todo:
         batch, todo = todo, []
         for obj in batch:
-            if id(obj) in seen:
-                continue
-            seen.add(id(obj))
-            found.append(obj)
-            todo.extend(gc.get_referents(obj))
-    return found
+            if id(obj) not in found:
+                found[id(obj)] = obj
+                todo.extend(gc.get_referents(obj))
+    return list(found.values())
 
 
 def settle() -> Settled:
     """Collect, mark what is left immortal (where the interpreter counts references as expected), freeze it."""
     started = time.monotonic()
     gc.collect()
-    why = problems() or [problem for problem in [_shape_problem()] if problem]
+    why = problems()
+    if not why and (shape := _shape_problem()):
+        why = [shape]
     count = 0
     if not why:
         objects = _everything_reachable()

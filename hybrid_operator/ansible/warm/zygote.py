@@ -199,7 +199,6 @@ class ZygoteServer:
         if problems := copies.install():  # deep copies rebuild every tagged string
             print(f"zygote: deep copies rebuild tagged values: {'; '.join(problems)}", file=sys.stderr)
         self.prepare_roles()
-        gc.collect()
         problems = compat.private_state_problems(populated=self.warms_up_in_itself)
         if problems:
             raise compat.UnsupportedAnsible(
