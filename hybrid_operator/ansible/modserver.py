@@ -172,9 +172,14 @@ def _run_child(conn: socket.socket, header: dict[str, object], stdin_data: bytes
     rc = 1
     try:
         forking.reset_signals()  # modules wait for their own subprocesses: SIGCHLD as a new process has it
-        env = {str(k): str(v) for k, v in dict(header["env"]).items()}  # type: ignore[call-overload]
-        forking.enter(env, str(header["cwd"]), replace_env=True)
+        # Output first: whatever fails from here on is the run's to read, not the operator's log.
         forking.redirect(inp.fileno(), out.fileno(), err.fileno())
+        env = {str(k): str(v) for k, v in dict(header["env"]).items()}  # type: ignore[call-overload]
+        try:
+            forking.enter(env, str(header["cwd"]), replace_env=True)
+        except FileNotFoundError:  # the run's private directory went away: the run was abandoned (shutdown)
+            print(f"hybrid-operator module server: the run's directory {header['cwd']} is gone", file=sys.stderr)
+            raise SystemExit(1) from None
         argv = [str(a) for a in header["argv"]]  # type: ignore[attr-defined]
         if argv:
             sys.argv = argv
@@ -185,6 +190,8 @@ def _run_child(conn: socket.socket, header: dict[str, object], stdin_data: bytes
                 rc = forking.exit_status(exc)
         else:
             rc = forking.run_as_main(stdin_data)
+    except SystemExit as exc:
+        rc = forking.exit_status(exc)
     except BaseException:
         traceback.print_exc()
     finally:
