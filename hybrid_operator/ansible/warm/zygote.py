@@ -21,7 +21,7 @@ warm-up in the zygote a trivial run costs ~0.1 s of CPU. The price is the proces
 leaves behind: ``compat.PRIVATE_STATE`` lists what is reset, and the zygote refuses to serve if that
 state is not where ``compat`` expects it. For the same reason the zygote also loads what Ansible's
 workers (one fork per task) would load for every task: the builtin Jinja2 filters and tests and the
-common action plugins (``preload_worker_plugins``).
+common action plugins, and the action plugins its roles name (``actions``).
 
 A run that outlives its timeout is stopped with its whole process tree (``reaping``).
 """
@@ -47,6 +47,7 @@ from hybrid_operator.ansible import compat, forking
 from hybrid_operator.ansible.privatedirs import new_temp_dir
 from hybrid_operator.ansible.runsite import sitecustomize
 from hybrid_operator.ansible.warm import (
+    actions,
     copies,
     heap,
     inline,
@@ -61,38 +62,6 @@ from hybrid_operator.ansible.warm import (
     tmpdirs,
 )
 from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, terminate
-
-# The action plugins behind the builtin tasks roles use most. Ansible loads action plugins in its worker
-# processes, one fork per task, so the warm-up playbook loading them does not help the runs that follow;
-# loaded here, in the zygote itself, every worker of every run inherits them.
-WORKER_ACTIONS = (
-    "ansible.legacy.normal",  # every module task without an action plugin of its own
-    "ansible.builtin.command",
-    "ansible.builtin.debug",
-    "ansible.builtin.set_fact",
-    "ansible.builtin.assert",
-    "ansible.builtin.fail",
-    "ansible.builtin.template",
-    "ansible.builtin.copy",
-    "ansible.builtin.include_vars",
-)
-
-
-def preload_worker_plugins() -> list[str]:
-    """Load in this process what Ansible's workers would otherwise load for every task: the builtin Jinja2
-    filters and tests (all of them, the first time any is used) and the common action plugins. What could
-    not be loaded (not an error: a worker then loads it itself, as it always does)."""
-    from ansible.plugins.loader import action_loader, filter_loader, test_loader
-
-    loads = [(filter_loader.get, "ansible.builtin.to_json"), (test_loader.get, "ansible.builtin.truthy")]
-    loads += [(lambda name: action_loader.get(name, class_only=True), name) for name in WORKER_ACTIONS]
-    missing = []
-    for load, name in loads:
-        try:
-            load(name)
-        except Exception:
-            missing.append(name)
-    return missing
 
 
 def _redirect_output(path: str) -> None:
@@ -228,7 +197,7 @@ class ZygoteServer:
     @staticmethod
     def share_plugins(docs_problems: list[str]) -> None:
         """After the warm-up, what every run would otherwise do again with the plugins it uses."""
-        preload_worker_plugins()
+        actions.preload_worker_plugins()
         if problems := compat.quiet_debug_calls():  # every debug call keeps the callback's marking
             print(f"zygote: debug calls marked for events: {'; '.join(problems)}", file=sys.stderr)
         if docs_problems:
@@ -246,9 +215,11 @@ class ZygoteServer:
                 print(f"zygote: no {name} cache: {'; '.join(problems)}", file=sys.stderr)
         role_data = parsed.parse(files.yaml)
         compiled = templates.warm(role_data, files.templates)
+        tried, loaded = actions.preload_role_actions(role_data)
         seconds = time.monotonic() - started
         print(
-            f"zygote: {len(role_data)} role files parsed, {compiled} templates compiled in {seconds:.2f}s",
+            f"zygote: {len(role_data)} role files parsed, {compiled} templates compiled, {loaded} action plugins "
+            f"of {tried} task names loaded in {seconds:.2f}s",
             file=sys.stderr,
         )
         if files.truncated:
