@@ -19,6 +19,7 @@ Where it sits (a module here per area):
 - the local temp dirs (``warm.tmpdirs``) mirror ``ActionBase._make_tmp_path`` and ``_remove_tmp_path``
   (``tmpdirs``);
 - shared copies (``warm.copies``) give the tagged scalars a ``__deepcopy__`` (``datatag``);
+- the zygote answers ``get_vars``' cleaning of a host's facts when it has none (``facts``);
 - the executor side (``warm``) asks ansible-runner's ``RunnerConfig`` what to run and reads the output back
   through its ``OutputEventFilter`` (``runner``), the events' data from one stream the run's display
   callback writes (``events``).
@@ -35,6 +36,7 @@ start-up self-test (``selftest``) then compares a forked run against the zygote'
 
 from hybrid_operator.ansible.compat.apimodules import WrapperCall, in_process_problems, run_here, wrapper_call
 from hybrid_operator.ansible.compat.datatag import datatag_problems, share_tagged_scalars
+from hybrid_operator.ansible.compat.facts import no_facts_problems, skip_cleaning_no_facts
 from hybrid_operator.ansible.compat.jinjaplugins import find_missing, hook_jinja_lookups, jinja_lookup_problems
 from hybrid_operator.ansible.compat.lean import hook_lean_tasks, lean_task_problems
 from hybrid_operator.ansible.compat.loading import ParsedFiles, hook_parsed_files, loader_hook_problems, parse_ahead
@@ -110,6 +112,7 @@ __all__ = [
     "module_fqn",
     "module_hook_problems",
     "module_preload",
+    "no_facts_problems",
     "no_rpc_host",
     "parse_ahead",
     "plugin_docs_problems",
@@ -125,6 +128,7 @@ __all__ = [
     "runner_problems",
     "runs_this_interpreter",
     "share_tagged_scalars",
+    "skip_cleaning_no_facts",
     "stream_event_partials",
     "template_cache_problems",
     "template_keywords",

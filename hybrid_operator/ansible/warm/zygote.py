@@ -63,6 +63,8 @@ from hybrid_operator.ansible.warm import (
 )
 from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, terminate
 
+FACTS_HOOK_ENV = "HYBRID_OPERATOR_FACTS_HOOK"  # "0": every task cleans the host's facts, as Ansible does
+
 
 def _redirect_output(path: str) -> None:
     """stdin from /dev/null; stdout and stderr into one file, as a terminal would interleave them."""
@@ -167,6 +169,10 @@ class ZygoteServer:
             print(f"zygote: temp dirs through the shell: {'; '.join(problems)}", file=sys.stderr)
         if problems := copies.install():  # deep copies rebuild every tagged string
             print(f"zygote: deep copies rebuild tagged values: {'; '.join(problems)}", file=sys.stderr)
+        if problems := compat.no_facts_problems(FACTS_HOOK_ENV):  # no facts cleaned where the host has none
+            print(f"zygote: a host's facts cleaned for every task: {'; '.join(problems)}", file=sys.stderr)
+        else:
+            compat.skip_cleaning_no_facts()
         self.prepare_roles()
         problems = compat.private_state_problems(populated=self.warms_up_in_itself)
         if problems:
