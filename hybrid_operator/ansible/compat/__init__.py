@@ -19,7 +19,8 @@ Where it sits (a module here per area):
 - the local temp dirs (``warm.tmpdirs``) mirror ``ActionBase._make_tmp_path`` and ``_remove_tmp_path``
   (``tmpdirs``);
 - shared copies (``warm.copies``) give the tagged scalars a ``__deepcopy__`` (``datatag``);
-- the zygote answers ``get_vars``' cleaning of a host's facts when it has none (``facts``);
+- the zygote answers ``get_vars``' cleaning of a host's facts when it has none (``facts``) and hands each
+  run the ``ansible-playbook`` parser it built once (``cliparser``);
 - the executor side (``warm``) asks ansible-runner's ``RunnerConfig`` what to run and reads the output back
   through its ``OutputEventFilter`` (``runner``), the events' data from one stream the run's display
   callback writes (``events``).
@@ -35,6 +36,7 @@ start-up self-test (``selftest``) then compares a forked run against the zygote'
 """
 
 from hybrid_operator.ansible.compat.apimodules import WrapperCall, in_process_problems, run_here, wrapper_call
+from hybrid_operator.ansible.compat.cliparser import cli_parser_problems, share_cli_parser
 from hybrid_operator.ansible.compat.datatag import datatag_problems, share_tagged_scalars
 from hybrid_operator.ansible.compat.facts import no_facts_problems, skip_cleaning_no_facts
 from hybrid_operator.ansible.compat.jinjaplugins import find_missing, hook_jinja_lookups, jinja_lookup_problems
@@ -92,6 +94,7 @@ __all__ = [
     "WrapperCall",
     "ansible_version",
     "check_version",
+    "cli_parser_problems",
     "datatag_problems",
     "decoder_keys",
     "find_missing",
@@ -127,6 +130,7 @@ __all__ = [
     "runner_command",
     "runner_problems",
     "runs_this_interpreter",
+    "share_cli_parser",
     "share_tagged_scalars",
     "skip_cleaning_no_facts",
     "stream_event_partials",
