@@ -5,10 +5,6 @@ so that part runs in a child interpreter."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybrid_operator.ansible.warm import actions
-from tests.unit.ansible.warm.speedups import OFF_HERE
+from tests.unit.ansible.warm.speedups import OFF_HERE, in_child
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -51,15 +47,8 @@ needs_parsed_files = pytest.mark.skipif(OFF_HERE, reason="role files are not par
 
 
 def _preload_in_child(roles: Path, **env: str) -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, "-P", "-c", _CHILD, str(roles)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO / "hybrid_operator" / "collections"), **env},
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    collections = str(REPO / "hybrid_operator" / "collections")
+    result: dict[str, Any] = in_child(_CHILD, str(roles), env={"ANSIBLE_COLLECTIONS_PATH": collections, **env})
     return result
 
 

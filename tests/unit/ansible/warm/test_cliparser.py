@@ -6,14 +6,12 @@ comparison runs in a child interpreter."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
 from hybrid_operator.ansible import compat
+from tests.unit.ansible.warm.speedups import in_child
 
 SWITCH = "HYBRID_OPERATOR_SHARED_CLI_PARSER"
 ARGVS = [
@@ -61,15 +59,7 @@ print(json.dumps(out, default=str))
 
 
 def _child(mode: str) -> list[Any]:
-    done = subprocess.run(
-        [sys.executable, "-P", "-c", _CHILD, mode, json.dumps(ARGVS)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ),
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    out: list[Any] = json.loads(done.stdout.splitlines()[-1])
+    out: list[Any] = in_child(_CHILD, mode, json.dumps(ARGVS))
     return out
 
 

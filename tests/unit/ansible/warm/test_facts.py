@@ -5,13 +5,10 @@ whole process, so the comparison runs in a child interpreter, once without and o
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from typing import Any
 
 from hybrid_operator.ansible import compat
+from tests.unit.ansible.warm.speedups import in_child
 
 SWITCH = "HYBRID_OPERATOR_FACTS_HOOK"
 
@@ -63,15 +60,7 @@ print(json.dumps(out, default=str))
 
 
 def _child(mode: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-P", "-c", _CHILD, mode],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    out: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    out: dict[str, Any] = in_child(_CHILD, mode, env={"ANSIBLE_NOCOLOR": "1"})
     return out
 
 
