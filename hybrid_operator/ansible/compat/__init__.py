@@ -19,8 +19,10 @@ Where it sits (a module here per area):
 - the local temp dirs (``warm.tmpdirs``) mirror ``ActionBase._make_tmp_path`` and ``_remove_tmp_path``
   (``tmpdirs``);
 - shared copies (``warm.copies``) give the tagged scalars a ``__deepcopy__`` (``datatag``);
-- the zygote answers ``get_vars``' cleaning of a host's facts when it has none (``facts``) and hands each
-  run the ``ansible-playbook`` parser it built once (``cliparser``);
+- the zygote answers ``get_vars``' cleaning of a host's facts when it has none (``facts``), hands each
+  run the ``ansible-playbook`` parser it built once (``cliparser``), leaves a host's fact cache file as it
+  is where a ``set_fact`` saves it unchanged (``factcache``) and gives ``lookup('template')`` a new dict
+  over the variables where it deep-copied them (``templatelookup``);
 - the executor side (``warm``) asks ansible-runner's ``RunnerConfig`` what to run and reads the output back
   through its ``OutputEventFilter`` (``runner``), the events' data from one stream the run's display
   callback writes (``events``).
@@ -38,6 +40,7 @@ start-up self-test (``selftest``) then compares a forked run against the zygote'
 from hybrid_operator.ansible.compat.apimodules import WrapperCall, in_process_problems, run_here, wrapper_call
 from hybrid_operator.ansible.compat.cliparser import cli_parser_problems, share_cli_parser
 from hybrid_operator.ansible.compat.datatag import datatag_problems, share_tagged_scalars
+from hybrid_operator.ansible.compat.factcache import skip_unchanged_fact_writes, unchanged_fact_write_problems
 from hybrid_operator.ansible.compat.facts import no_facts_problems, skip_cleaning_no_facts
 from hybrid_operator.ansible.compat.jinjaplugins import find_missing, hook_jinja_lookups, jinja_lookup_problems
 from hybrid_operator.ansible.compat.lean import hook_lean_tasks, lean_task_problems
@@ -68,6 +71,7 @@ from hybrid_operator.ansible.compat.state import (
     use_local_tmp,
 )
 from hybrid_operator.ansible.compat.tasks import hook_inline_tasks, inline_task_problems, run_task_inline
+from hybrid_operator.ansible.compat.templatelookup import copy_template_variables_shallow, template_lookup_problems
 from hybrid_operator.ansible.compat.templates import CodeCache, hook_template_cache, precompile, template_cache_problems
 from hybrid_operator.ansible.compat.tmpdirs import hook_tmpdirs, tmpdir_hook_problems
 from hybrid_operator.ansible.compat.versions import (
@@ -95,6 +99,7 @@ __all__ = [
     "ansible_version",
     "check_version",
     "cli_parser_problems",
+    "copy_template_variables_shallow",
     "datatag_problems",
     "decoder_keys",
     "find_missing",
@@ -133,11 +138,14 @@ __all__ = [
     "share_cli_parser",
     "share_tagged_scalars",
     "skip_cleaning_no_facts",
+    "skip_unchanged_fact_writes",
     "stream_event_partials",
     "template_cache_problems",
     "template_keywords",
+    "template_lookup_problems",
     "tmpdir_hook_problems",
     "to_module_side",
+    "unchanged_fact_write_problems",
     "use_local_tmp",
     "wrapper_call",
 ]

@@ -48,7 +48,6 @@ from hybrid_operator.ansible.privatedirs import new_temp_dir
 from hybrid_operator.ansible.runsite import sitecustomize
 from hybrid_operator.ansible.warm import (
     actions,
-    copies,
     heap,
     inline,
     inworker,
@@ -58,13 +57,10 @@ from hybrid_operator.ansible.warm import (
     profiling,
     project,
     protocol,
+    smallhooks,
     templates,
-    tmpdirs,
 )
 from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, terminate
-
-FACTS_HOOK_ENV = "HYBRID_OPERATOR_FACTS_HOOK"  # "0": every task cleans the host's facts, as Ansible does
-CLI_PARSER_ENV = "HYBRID_OPERATOR_SHARED_CLI_PARSER"  # "0": every run builds ansible-playbook's parser
 
 
 def _redirect_output(path: str) -> None:
@@ -166,7 +162,7 @@ class ZygoteServer:
             in_worker, why = not problems, "; ".join(problems)
             if in_worker:
                 inworker.preload()
-        self.install_small_hooks()
+        smallhooks.install()
         self.prepare_roles()
         problems = compat.private_state_problems(populated=self.warms_up_in_itself)
         if problems:
@@ -193,22 +189,6 @@ class ZygoteServer:
                 os.getpid(), version, seconds, in_worker, why_not_in_worker, "; ".join(not_lean), settled.describe()
             )
         )
-
-    @staticmethod
-    def install_small_hooks() -> None:
-        """The hooks every run inherits that each take one piece of per-run work away; each says why not."""
-        if problems := tmpdirs.install():  # actions that transfer files make their temp dir with a shell
-            print(f"zygote: temp dirs through the shell: {'; '.join(problems)}", file=sys.stderr)
-        if problems := copies.install():  # deep copies rebuild every tagged string
-            print(f"zygote: deep copies rebuild tagged values: {'; '.join(problems)}", file=sys.stderr)
-        if problems := compat.no_facts_problems(FACTS_HOOK_ENV):  # no facts cleaned where the host has none
-            print(f"zygote: a host's facts cleaned for every task: {'; '.join(problems)}", file=sys.stderr)
-        else:
-            compat.skip_cleaning_no_facts()
-        if problems := compat.cli_parser_problems(CLI_PARSER_ENV):  # the command line's parser, built once
-            print(f"zygote: the command line's parser built by every run: {'; '.join(problems)}", file=sys.stderr)
-        else:
-            compat.share_cli_parser()
 
     @staticmethod
     def share_plugins(docs_problems: list[str]) -> None:
