@@ -21,6 +21,8 @@ import yaml
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
+from bench import procs
+
 RUN_LABEL = "bench.hybrid-operator.dev/run"
 FAKE_NODE = "kwok.x-k8s.io/node"
 
@@ -90,6 +92,22 @@ class Cluster:
         self.ext: Any = client.ApiextensionsV1Api(self.api)
 
     # ------------------------------------------------------------------------------------- cluster
+
+    def bed_cpu_seconds(self) -> float | None:
+        """CPU the local test bed's processes (etcd, kube-apiserver, the controller manager, the scheduler,
+        kwok) have used so far, read from their pid files beside the kubeconfig (``hack/local-cluster.sh``
+        keeps them in ``<state>/run``); None for a cluster that is not such a bed."""
+        run = Path(self.kubeconfig).resolve().parent / "run"
+        pids = sorted(run.glob("*.pid")) if run.is_dir() else []
+        total = 0.0
+        for pid_file in pids:
+            try:
+                found = procs.read(int(pid_file.read_text().strip()))
+            except (OSError, ValueError):
+                found = None
+            if found is not None:
+                total += found.cpu_ticks / procs.TICKS
+        return total if pids else None
 
     def server_version(self) -> str:
         info = client.VersionApi(self.api).get_code()

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-_TICKS = os.sysconf("SC_CLK_TCK")
+TICKS = os.sysconf("SC_CLK_TCK")  # clock ticks a second, the unit of /proc/<pid>/stat times
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -92,7 +92,7 @@ def usage(root: int) -> Usage:
     return Usage(
         processes=len(procs),
         rss_bytes=sum(p.rss_bytes for p in procs),
-        cpu_seconds=sum(p.cpu_ticks for p in procs) / _TICKS,
+        cpu_seconds=sum(p.cpu_ticks for p in procs) / TICKS,
     )
 
 

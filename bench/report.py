@@ -188,6 +188,7 @@ def table(run: Result) -> str:
                 Row("all reconciled once", _key("all_reconciled_seconds"), _secs, ratios=False),
                 Row("converged (count)", _key("converged"), _count, ratios=False),
                 Row("CPU (process tree)", _key("cpu_seconds"), _secs),
+                Row("test bed CPU meanwhile", _key("bed_cpu_seconds"), _secs, ratios=False),
                 Row("peak RSS", _key("peak_rss_bytes"), _mib),
                 Row("runs", _key("runs"), _count, ratios=False),
             ]
