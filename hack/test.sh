@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this):
-#   lint and types -> unit tests -> integration tests on a real API server (the serial ones alone, then
-#   the others side by side on pytest-xdist workers) -> the images (built by
+#   lint and types -> unit tests -> integration tests on a real API server (side by side on pytest-xdist
+#   workers, then the serial ones) -> the images (built by
 #   hack/build-image.sh, run on the test bed) -> the real node (hack/test-realnode.sh: deploy/ on a bed
 #   with a real kubelet and containerd) -> Molecule (default scenario)
 #   -> the other supported ansible-core minors -> the canary (newest ansible-core; never fails CI)
@@ -81,11 +81,10 @@ fi
 eval "$(hack/local-cluster.sh env | grep PATH)"
 
 # pytest in three parts (extra arguments go to each; a part they select nothing of is skipped, exit 5):
-# the unit tests on 2 workers, alone (some measure time in milliseconds); then the serial ones, alone, on a
-# bed nothing else has used yet (some restart its API server or compact etcd: on a bed the parallel step
-# left full of namespaces those took three times as long); then the integration and cloud tests not marked
-# serial, side by side on the one bed on $workers pytest-xdist workers (a test file, or a group of files, is
-# one unit of work: tests/conftest.py and tests/integration/conftest.py say how a test fits).
+# the unit tests on 2 workers, alone (some measure time in milliseconds); then the integration and cloud
+# tests not marked serial, side by side on the one bed on $workers pytest-xdist workers (a test file, or a
+# group of files, is one unit of work: tests/conftest.py and tests/integration/conftest.py say how a test
+# fits); then the serial ones, alone.
 workers=${HYBRID_OPERATOR_TEST_WORKERS:-4}
 besides="not image and not realnode"
 if [ -n "${HYBRID_OPERATOR_SKIP_CLOUD:-}" ]; then besides="not cloud and $besides"; fi
@@ -96,8 +95,6 @@ part() { # pytest arguments...
 }
 step "pytest, unit tests (2 workers)"
 part --durations=10 -n 2 --dist loadgroup -m "not integration and not cloud and $besides" "$@"
-step "pytest, serial: the tests that must be alone on the bed"
-part --durations=10 -m "serial and $besides" "$@"
 if [ "$started_cloud" = 1 ]; then
   step "local OpenStack: waiting for its start"
   wait "$cloud_pid" || { tail -n 40 "$cloud_log"; die "hack/local-cloud.sh up failed"; }
@@ -105,6 +102,8 @@ fi
 step "pytest, integration and cloud tests in parallel ($workers workers on the one bed)"
 part --durations=25 -n "$workers" --dist loadgroup --no-loadscope-reorder \
   -m "(integration or cloud) and not serial and $besides" "$@"
+step "pytest, serial: the tests that must be alone on the bed"
+part --durations=10 -m "serial and $besides" "$@"
 
 if [ -n "${HYBRID_OPERATOR_SKIP_IMAGE:-}" ]; then
   step "images: SKIPPED (HYBRID_OPERATOR_SKIP_IMAGE is set)"
