@@ -153,7 +153,7 @@ def test_server_deleted_behind_the_operators_back_is_reported_and_recreated(
 
 
 @pytest.mark.timeout(1800)
-def test_an_operator_killed_during_10_creations_makes_exactly_one_server_each_and_leaks_none(
+def test_an_operator_killed_during_6_creations_makes_exactly_one_server_each_and_leaks_none(
     operator: Any,
     objects: Objects,
     namespace: str,
@@ -162,17 +162,18 @@ def test_an_operator_killed_during_10_creations_makes_exactly_one_server_each_an
     cleanup: None,
     tmp_path: Path,
 ) -> None:
-    """kill -9 of the operator while it creates the servers of the first 5 VirtualMachines, the other 5
+    """kill -9 of the operator while it creates the servers of the first 3 VirtualMachines, the other 3
     created while it is dead, then a new operator: every VirtualMachine Active with exactly one server (a
     server asked for just before the kill is found again by the uid in its metadata, not created twice),
-    the dead operator's Ansible processes gone, and no server left after the deletions."""
+    the dead operator's Ansible processes gone, and no server left after the deletions. (3 and 3: the
+    local cloud's services run one process each, and this test sets the length of CI's parallel step.)"""
     path = watches(tmp_path)
     args = ("--max-concurrent-reconciles", "4")
     first = operator(path, *args, env=openstack_cloud.env())
     started = time.monotonic()
-    # fleet-1 and fleet-10..14: a name that prefixes others
-    names = [f"fleet-{i}" for i in (1, 2, 3, 4, 5, 10, 11, 12, 13, 14)]
-    uids = {n: objects.create(G, V, P, vm(n))["metadata"]["uid"] for n in names[:5]}
+    # fleet-1 and fleet-10..12: a name that prefixes others
+    names = [f"fleet-{i}" for i in (1, 2, 3, 10, 11, 12)]
+    uids = {n: objects.create(G, V, P, vm(n))["metadata"]["uid"] for n in names[:3]}
 
     # Kill -9 in the middle: some servers asked for, not all VirtualMachines Active yet.
     wait_until(lambda: len(servers_of(cloud, namespace)) >= 2, SETTLE, "the first servers", interval=0.5)
@@ -180,8 +181,8 @@ def test_an_operator_killed_during_10_creations_makes_exactly_one_server_each_an
     os.kill(first.proc.pid, signal.SIGKILL)
     first.proc.wait(10)
     killed_with = len(servers_of(cloud, namespace))
-    assert sum(status(objects, n).get("phase") == "Active" for n in names) < 5
-    uids |= {n: objects.create(G, V, P, vm(n))["metadata"]["uid"] for n in names[5:]}
+    assert sum(status(objects, n).get("phase") == "Active" for n in names) < 3
+    uids |= {n: objects.create(G, V, P, vm(n))["metadata"]["uid"] for n in names[3:]}
 
     operator(path, *args, env=openstack_cloud.env())
     ids = {n: active(objects, n)["server"]["id"] for n in names}
@@ -197,8 +198,8 @@ def test_an_operator_killed_during_10_creations_makes_exactly_one_server_each_an
     delete_and_wait(objects, *names)
     assert servers_of(cloud, namespace) == []
     print(
-        f"\noperator killed with {killed_with} of 5 servers asked for ({len(left_behind)} child processes), "
-        f"5 more VirtualMachines created while it was dead: all 10 Active {took:.1f}s after the first creation, "
+        f"\noperator killed with {killed_with} of 3 servers asked for ({len(left_behind)} child processes), "
+        f"3 more VirtualMachines created while it was dead: all 6 Active {took:.1f}s after the first creation, "
         f"exactly one server each; all deleted, no server left, {time.monotonic() - deleted:.1f}s after delete"
     )
 
