@@ -59,16 +59,14 @@ def unchanged_fact_write_problems(switch: str) -> list[str]:
     return problems
 
 
-def _saved_as_is(cache: Any, host: Any) -> bool:
-    """Whether ``cache`` (a ``VariableManager``'s fact cache) holds ``host``'s entry in memory, in a file
-    that is there: saving it again would write what the file holds."""
-    from ansible._internal._plugins._cache import PluginInterposer
-    from ansible.plugins.cache import BaseFileCacheModule
-
-    if type(cache) is not PluginInterposer:
+def _saved_as_is(cache: Any, host: Any, interposer: Any, file_cache: Any) -> bool:
+    """Whether ``cache`` (a ``VariableManager``'s fact cache: Ansible's ``interposer`` over a ``file_cache``
+    plugin) holds ``host``'s entry in memory, in a file that is there: saving it again would write what the
+    file holds."""
+    if type(cache) is not interposer:
         return False
     plugin = cache.__wrapped__
-    if not isinstance(plugin, BaseFileCacheModule):
+    if not isinstance(plugin, file_cache):
         return False
     key = cache._get_key(host)
     memory = getattr(plugin, "_cache", None)
@@ -78,12 +76,18 @@ def _saved_as_is(cache: Any, host: Any) -> bool:
 def skip_unchanged_fact_writes() -> Callable[..., Any]:
     """Install the hook (see the module docstring; check ``unchanged_fact_write_problems`` first); the
     original method."""
+    from ansible._internal._plugins._cache import PluginInterposer
+    from ansible.plugins.cache import BaseFileCacheModule
     from ansible.vars.manager import VariableManager
 
     original: Callable[..., Any] = VariableManager.set_host_facts
 
-    def set_host_facts(self: Any, host: Any, facts: Any) -> Any:
-        if type(facts) is dict and not facts and _saved_as_is(self._fact_cache, host):
+    def set_host_facts(self: Any, host: Any, facts: Any) -> Any:  # every set_fact: nothing imported here
+        if (
+            type(facts) is dict
+            and not facts
+            and _saved_as_is(self._fact_cache, host, PluginInterposer, BaseFileCacheModule)
+        ):
             return None
         return original(self, host, facts)
 
