@@ -148,7 +148,10 @@ class FakeKube:
 class FakeExecutor:
     """Returns scripted ``results`` (then plain successes) and records each run: the request, what
     ``kube`` held of its object when it started (``seen``), the kubeconfig it was given. ``during`` runs
-    inside the run, to change the world meanwhile; ``error`` is raised instead of a result."""
+    inside the run, to change the world meanwhile; ``error`` is raised instead of a result. With
+    ``hands_on``, the result goes to the request's ``on_result`` before ``run`` returns (as the warm
+    executor does, before it writes the run's artifacts), and ``after_hand_on`` records what ``kube``
+    held of the object right after (None: not handed on)."""
 
     def __init__(self, kube: FakeKube | None = None, *results: RunResult) -> None:
         self.kube = kube
@@ -159,6 +162,8 @@ class FakeExecutor:
         self.during: Callable[[], None] | None = None
         self.error: Exception | None = None
         self.extra_ansible_args: str | None = None  # what the executor was built with, if a test records it
+        self.hands_on = False
+        self.after_hand_on: list[KubeObject | None] = []
         self.started = self.closed = False
 
     def run(self, request: RunRequest) -> RunResult:
@@ -171,7 +176,12 @@ class FakeExecutor:
             self.during()
         if self.error is not None:
             raise self.error
-        return self.results.pop(0) if self.results else RunResult(run_id=request.run_id, ok=1)
+        result = self.results.pop(0) if self.results else RunResult(run_id=request.run_id, ok=1)
+        if self.hands_on and request.on_result is not None:
+            request.on_result(result)
+            held = self.kube is not None and (request.namespace, request.name) in self.kube.objects
+            self.after_hand_on.append(self.kube.stored(request.namespace, request.name) if held else None)  # type: ignore[union-attr]
+        return result
 
     def start(self) -> None:
         self.started = True

@@ -62,6 +62,10 @@ class RunRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     # Sees each of the run's events as it arrives (the warm executor then follows its output live).
     on_event: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
+    # Gets the result as soon as it is known, before the executor writes the run's job event artifacts
+    # (the warm executor: the status need not wait for ~50 small files). An exception it raises comes out
+    # of ``run`` once the artifacts are written. An executor may not call it: then it is the caller's to do.
+    on_result: Callable[[RunResult], None] | None = field(default=None, compare=False)
 
     @property
     def namespace(self) -> str:

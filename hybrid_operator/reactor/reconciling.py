@@ -26,7 +26,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -145,9 +145,14 @@ class Reconciler:
         if watch.manage_status and not deleting and _new_generation(obj):
             obj = self._write_status(ctx, obj, status_mod.running_status) or obj
         request = self._request(ctx, obj, deleting, settings)
+        outcome: list[Outcome] = []
+
+        def after(result: RunResult) -> None:
+            outcome.append(self._after_run(key, ctx, obj, result, deleting, settings.reconcile_period))
+
         with logs.bind(run_id=request.run_id):
-            result = self._run(key, request, show_output=ctx.log_failed_output)
-            return self._after_run(key, ctx, obj, result, deleting, settings.reconcile_period)
+            self._run(key, request, show_output=ctx.log_failed_output, then=after)
+        return outcome[0]
 
     def rehearse(self, key: Key, ctx: KindContext, obj: KubeObject) -> Rehearsal:
         """One run on ``obj`` that writes nothing itself: no finalizer, no Running, no status, no Event.
@@ -178,17 +183,41 @@ class Reconciler:
             max_entries=ctx.max_entries,
         )
 
-    def _run(self, key: Key, request: RunRequest, *, show_output: bool = True) -> RunResult:
-        """The executor's run, with the run's proxy token and kubeconfig gone when it ends."""
-        kubeconfig = request.env.get("KUBECONFIG") if self.proxy is not None else None
+    def _run(
+        self,
+        key: Key,
+        request: RunRequest,
+        *,
+        show_output: bool = True,
+        then: Callable[[RunResult], None] | None = None,
+    ) -> RunResult:
+        """The executor's run, with the run's proxy token and kubeconfig gone when it ends; ``then`` gets the
+        result as soon as the executor has it (``RunRequest.on_result``: before the run's artifacts are
+        written), or after the run from an executor that does not say."""
+        handed: list[RunResult] = []
+        released: list[bool] = []
+
+        def release() -> None:
+            if not released:
+                released.append(True)
+                if self.proxy is not None:
+                    self.proxy.revoke(request.run_id)
+                    if kubeconfig := request.env.get("KUBECONFIG"):
+                        Path(kubeconfig).unlink(missing_ok=True)
+
+        def finished(result: RunResult) -> None:
+            handed.append(result)
+            release()
+            _log_run(key, result, show_output=show_output)
+            if then is not None:
+                then(result)
+
         try:
-            result = self.executor.run(request)
+            result = self.executor.run(replace(request, on_result=finished))
         finally:
-            if self.proxy is not None:
-                self.proxy.revoke(request.run_id)
-            if kubeconfig:
-                Path(kubeconfig).unlink(missing_ok=True)
-        _log_run(key, result, show_output=show_output)
+            release()
+        if not handed:
+            finished(result)
         return result
 
     def report(self, key: Key, ctx: KindContext, reason: str, message: str) -> None:

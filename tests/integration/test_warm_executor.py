@@ -323,3 +323,42 @@ def test_artifacts_are_the_same_and_bounded_the_same_way(runner: RunnerExecutor,
     warm_command = json.loads(next((warm_dirs[-1] / "artifacts").glob("*/command")).read_text())
     assert warm_command["env"] == cold_command["env"]
     assert warm.store.total_bytes > 0
+
+
+def test_the_result_is_handed_on_before_the_artifacts_and_they_are_all_there_after(
+    runner: RunnerExecutor, warm: WarmExecutor
+) -> None:
+    """``on_result`` (the reconciler writes the status there) gets the whole result, the one ``run`` returns,
+    before the job event files exist; when ``run`` returns they are all there, as ansible-runner's are."""
+    seen: list[tuple[RunResult, int]] = []
+
+    def on_result(result: RunResult) -> None:
+        (run_dir,) = [d for d in _run_dirs(warm, "handed") if d.name.endswith(result.run_id)]
+        seen.append((result, len(list((run_dir / "artifacts").glob("*/job_events/*.json")))))
+
+    req = request(name="handed", spec={"x": 2})
+    returned = warm.run(replace(req, on_result=on_result))
+    cold = runner.run(req)
+    ((handed, files_then),) = seen
+    assert handed is returned and outcome(handed) == outcome(cold)
+    assert handed.duration > 0
+    assert files_then == 0
+    (run_dir,) = [d for d in _run_dirs(warm, "handed") if d.name.endswith(returned.run_id)]
+    (cold_dir,) = [d for d in _run_dirs(runner, "handed") if d.name.endswith(cold.run_id)]
+    assert _shape(run_dir) == _shape(cold_dir)
+    assert (next((run_dir / "artifacts").glob("*/status")).read_text()) == "successful"
+
+
+def test_an_error_of_whoever_takes_the_result_comes_out_after_the_artifacts(warm: WarmExecutor) -> None:
+    def on_result(_result: RunResult) -> None:
+        raise RuntimeError("the status write failed")
+
+    req = request(name="raising", spec={"x": 3})
+    with pytest.raises(RuntimeError, match="the status write failed"):
+        warm.run(replace(req, on_result=on_result))
+    (run_dir,) = [d for d in _run_dirs(warm, "raising") if d.name.endswith(req.run_id)]
+    names, events = _shape(run_dir)
+    assert names == ["command", "fact_cache", "job_events", "rc", "status", "stderr", "stdout"]
+    assert events > 0
+    # The store counted the run (its bytes) although the caller failed.
+    assert warm.store.total_bytes > 0 and run_dir not in warm.store._live

@@ -27,16 +27,12 @@ so, and the next ``run`` starts a new one.
 
 from __future__ import annotations
 
-import datetime
-import json
 import logging
-import os
 import shutil
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from hybrid_operator import metrics
 from hybrid_operator.ansible import compat, inputdir
@@ -52,11 +48,11 @@ from hybrid_operator.ansible.running import (
 )
 from hybrid_operator.ansible.warm import lean, protocol, selftest
 from hybrid_operator.ansible.warm.client import SERVER, ZygoteClient, ZygoteError
+from hybrid_operator.ansible.warm.replaying import RAW_OUTPUT, internal_events, replay, write_artifacts, write_command
 from hybrid_operator.lifecycle import Loop
 
 log = logging.getLogger(__name__)
 
-RAW_OUTPUT = "stdout.raw"  # the child's own output, before the event filter; removed once read
 START_TIMEOUT = 300.0  # the zygote's imports, warm-up and self-test, on a loaded machine
 LOST_RUN_GRACE = 60.0  # past the run timeout, how long to wait for the zygote before giving up on a run
 # Environment variables the zygote's Ansible has read once and for all: a run that needs other values
@@ -161,13 +157,15 @@ class WarmExecutor:
             self._switch_off(f"could not prepare a run as ansible-runner would: {type(exc).__name__}: {exc}")
             return run_with_runner(self.setup, request, run_dir, input_written=True)
         collector = EventCollector(request.run_id, request.on_event)
+        written: list[tuple[Path, str]] = []  # the job event artifacts, written once the result is out
+        outcome = ("failed", 1)
         try:
             if request.on_event is None:
                 rc, status, error = self._execute(request, zygote, command)
-                _replay(command.artifact_dir, request.run_id, collector)
+                replay(command.artifact_dir, request.run_id, collector, written)
             else:  # someone watches the run (reconcile FILE): read its output while it is written
-                rc, status, error = self._execute_followed(request, zygote, command, collector)
-            _write_outcome(command.artifact_dir, status, rc)
+                rc, status, error = self._execute_followed(request, zygote, command, collector, written)
+            outcome = (status, rc)
             result = finished_result(collector, rc, status, command.artifact_dir)
             if error:
                 result.error = error
@@ -178,20 +176,32 @@ class WarmExecutor:
             log.exception("the warm executor failed to run", extra={"run_id": request.run_id})
             result = collector.result
             result.error = f"could not run Ansible: {exc}"
-        finally:
-            self.store.finish(run_dir, request.max_artifacts)
         result.duration = time.monotonic() - started
+        try:
+            if request.on_result is not None:  # the status is written now, the artifacts after it
+                request.on_result(result)
+        finally:
+            write_artifacts(command.artifact_dir, written, *outcome)
+            self.store.finish(run_dir, request.max_artifacts)
         return result
 
     # -- one run
 
     def _execute_followed(
-        self, request: RunRequest, zygote: ZygoteClient, command: compat.RunnerCommand, collector: EventCollector
+        self,
+        request: RunRequest,
+        zygote: ZygoteClient,
+        command: compat.RunnerCommand,
+        collector: EventCollector,
+        written: list[tuple[Path, str]],
     ) -> tuple[int, str, str]:
         """``_execute`` with the output replayed alongside, so each event reaches ``on_event`` as it happens."""
         done = threading.Event()
         follower = threading.Thread(
-            target=_replay, args=(command.artifact_dir, request.run_id, collector, done), name="follow", daemon=True
+            target=replay,
+            args=(command.artifact_dir, request.run_id, collector, written, done),
+            name="follow",
+            daemon=True,
         )
         follower.start()
         try:
@@ -205,7 +215,7 @@ class WarmExecutor:
     ) -> tuple[int, str, str]:
         """Run it in a fork of the zygote: (exit code, ansible-runner's status word, executor error)."""
         (command.artifact_dir / "job_events").mkdir(mode=0o700, exist_ok=True)
-        _write_command(command)
+        write_command(command)
         try:
             cold = self._needs_cold_start(request, command.env, zygote.env)
             pending = zygote.submit(_run_spec(command, cold))
@@ -318,8 +328,8 @@ class WarmExecutor:
             zygote.abandon(pending)
         if pending.error or not pending.done.is_set():
             raise ZygoteError(f"the self-test run did not finish: {pending.error or 'no answer'}")
-        reference = _events(self.home / "warm-up" / "artifacts" / "warm-up")
-        forked = _events(self.home / "self-test" / "artifacts" / "self-test")
+        reference = internal_events(self.home / "warm-up" / "artifacts" / "warm-up")
+        forked = internal_events(self.home / "self-test" / "artifacts" / "self-test")
         verdict = selftest.compare(reference, self._warm_up_token, forked, token)
         if verdict.differences:
             raise ZygoteError(
@@ -349,50 +359,3 @@ def _frozen_env(env: dict[str, str]) -> dict[str, str]:
     return {
         k: v for k, v in env.items() if (k.startswith("ANSIBLE_") or k in _IMPORT_TIME_ENV) and k not in _PER_RUN_ENV
     }
-
-
-def _write_command(command: compat.RunnerCommand) -> None:
-    """ansible-runner's ``command`` artifact, with only the names of the environment variables (as
-    ``RunnerExecutor`` leaves it after scrubbing): the values may hold secrets."""
-    data = {"command": command.argv, "cwd": command.cwd, "env": sorted(command.env)}
-    _write_private(command.artifact_dir / "command", json.dumps(data))
-
-
-def _write_outcome(artifact_dir: Path, status: str, rc: int) -> None:
-    """The ``status``, ``rc`` and (empty: a terminal has one stream) ``stderr`` artifacts ansible-runner writes."""
-    for name, text in (("status", status), ("rc", str(rc))):
-        _write_private(artifact_dir / name, text)
-    (artifact_dir / "stderr").touch()
-
-
-def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-
-
-def _replay(artifact_dir: Path, run_id: str, collector: EventCollector, follow: threading.Event | None = None) -> None:
-    """Turn the child's raw output into job events and ``stdout``, as ansible-runner does with its pty
-    (while the child writes it, with ``follow``, until that is set)."""
-    events_dir = artifact_dir / "job_events"
-
-    def on_event(event: dict[str, Any]) -> None:  # ansible-runner's Runner.event_callback, minus plugins
-        event["runner_ident"] = run_id
-        if "created" not in event:
-            event["created"] = datetime.datetime.now(datetime.UTC).isoformat()
-        collector.add(event)
-        final = events_dir / f"{event['counter']}-{event['uuid']}.json"
-        _write_private(final.with_name(final.name + ".tmp"), json.dumps(event))
-        final.with_name(final.name + ".tmp").rename(final)
-
-    try:
-        compat.replay_output(artifact_dir / RAW_OUTPUT, artifact_dir / "stdout", events_dir, on_event, follow)
-    finally:
-        (artifact_dir / RAW_OUTPUT).unlink(missing_ok=True)
-
-
-def _events(artifact_dir: Path) -> list[dict[str, Any]]:
-    """The job events of an internal run (the warm-up, the self-test), read from its raw output."""
-    events: list[dict[str, Any]] = []
-    compat.replay_output(artifact_dir / RAW_OUTPUT, artifact_dir / "stdout", artifact_dir / "job_events", events.append)
-    return events

@@ -272,6 +272,39 @@ def test_a_successful_run_writes_the_status_and_role_events(world: World) -> Non
     assert world.recorder.events == [("Normal", "Scaled", "one node")]
 
 
+def test_an_executor_that_hands_the_result_on_early_gets_the_status_written_before_it_returns(world: World) -> None:
+    """The warm executor hands the result on before it writes the run's artifacts: the status, the role's
+    Events and the outcome are those of an executor that does not, and the token is revoked once."""
+    proxy = FakeProxy()
+    reconciler = Reconciler(world.kube, world.executor, world.recorder, proxy)  # type: ignore[arg-type]
+    result = RunResult(run_id="r", ok=2, status={"nodes": ["b"]}, events=[RoleEvent("Normal", "Scaled", "two")])
+    outcomes, stored = [], []
+    try:
+        for hands_on in (False, True):
+            world.kube.put(cr(generation=3))
+            world.executor.hands_on, world.executor.results = hands_on, [dataclasses.replace(result)]
+            outcomes.append(reconciler.reconcile(KEY, world.ctx()))
+            stored.append(world.kube.stored()["status"])
+    finally:
+        reconciler.close()
+    assert outcomes[0] == outcomes[1] == Outcome(succeeded=True)
+    assert stored[0]["nodes"] == stored[1]["nodes"] == ["b"]
+    [held] = world.executor.after_hand_on
+    assert held is not None and held["status"]["nodes"] == ["b"]  # written before run() returned
+    assert conditions(held)["Successful"]["status"] == "True"
+    assert world.recorder.events == [("Normal", "Scaled", "two")] * 2
+    assert proxy.revoked == [r.run_id for r in world.executor.requests]  # once each
+
+
+def test_a_status_write_that_fails_after_an_early_hand_on_is_raised(world: World) -> None:
+    world.kube.put(cr(generation=2, status={"observedGeneration": 2}))
+    world.executor.hands_on = True
+    world.kube.fail_next_patch = [ApiError(503, "Unavailable")]
+    with pytest.raises(ApiError) as raised:
+        world.reconcile()
+    assert raised.value.status == 503
+
+
 def test_the_status_records_the_generation_the_run_saw(world: World) -> None:
     world.kube.put(cr(generation=3))
 
