@@ -362,3 +362,19 @@ def test_an_error_of_whoever_takes_the_result_comes_out_after_the_artifacts(warm
     assert events > 0
     # The store counted the run (its bytes) although the caller failed.
     assert warm.store.total_bytes > 0 and run_dir not in warm.store._live
+
+
+def test_artifacts_that_cannot_be_written_cost_them_not_the_result(
+    warm: WarmExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hybrid_operator.ansible.warm import executor as warm_executor
+
+    def full_disk(*_args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(warm_executor, "write_artifacts", full_disk)
+    req = request(name="full", spec={"x": 4})
+    result = warm.run(req)
+    assert result.succeeded and result.status["x"] == "4"
+    (run_dir,) = [d for d in _run_dirs(warm, "full") if d.name.endswith(req.run_id)]
+    assert run_dir not in warm.store._live  # accounted all the same

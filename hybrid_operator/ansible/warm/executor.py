@@ -181,7 +181,10 @@ class WarmExecutor:
             if request.on_result is not None:  # the status is written now, the artifacts after it
                 request.on_result(result)
         finally:
-            write_artifacts(command.artifact_dir, written, *outcome)
+            try:
+                write_artifacts(command.artifact_dir, written, *outcome)
+            except OSError as exc:  # a full disk costs the run's artifacts, not its result
+                log.warning("could not write the run's artifacts: %s", exc, extra={"run_id": request.run_id})
             self.store.finish(run_dir, request.max_artifacts)
         return result
 
