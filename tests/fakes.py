@@ -179,8 +179,8 @@ class FakeExecutor:
         result = self.results.pop(0) if self.results else RunResult(run_id=request.run_id, ok=1)
         if self.hands_on and request.on_result is not None:
             request.on_result(result)
-            held = self.kube is not None and (request.namespace, request.name) in self.kube.objects
-            self.after_hand_on.append(self.kube.stored(request.namespace, request.name) if held else None)  # type: ignore[union-attr]
+            kube, where = self.kube, (request.namespace, request.name)
+            self.after_hand_on.append(kube.stored(*where) if kube is not None and where in kube.objects else None)
         return result
 
     def start(self) -> None:

@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hybrid_operator import logs
 from hybrid_operator.ansible.privatedirs import TempDir
@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 
 MIN_REQUEUE = 1.0  # seconds: the least requeue_after a role gets, as the reconcile-period annotation's floor
 WRITTEN_TTL = 120.0  # seconds our own status write stands in for a cache that has not delivered it yet
+_T = TypeVar("_T")
 OWNER_ENV = "HYBRID_OPERATOR_OWNER"  # tells the hybrid_operator.util plugins which object this run is for
 
 
@@ -145,14 +146,13 @@ class Reconciler:
         if watch.manage_status and not deleting and _new_generation(obj):
             obj = self._write_status(ctx, obj, status_mod.running_status) or obj
         request = self._request(ctx, obj, deleting, settings)
-        outcome: list[Outcome] = []
-
-        def after(result: RunResult) -> None:
-            outcome.append(self._after_run(key, ctx, obj, result, deleting, settings.reconcile_period))
-
         with logs.bind(run_id=request.run_id):
-            self._run(key, request, show_output=ctx.log_failed_output, then=after)
-        return outcome[0]
+            return self._run(
+                key,
+                request,
+                lambda result: self._after_run(key, ctx, obj, result, deleting, settings.reconcile_period),
+                show_output=ctx.log_failed_output,
+            )
 
     def rehearse(self, key: Key, ctx: KindContext, obj: KubeObject) -> Rehearsal:
         """One run on ``obj`` that writes nothing itself: no finalizer, no Running, no status, no Event.
@@ -167,7 +167,7 @@ class Reconciler:
         deleting = is_deleting(obj)
         request = self._request(ctx, obj, deleting, settings)
         with logs.bind(run_id=request.run_id):
-            result = self._run(key, request, show_output=ctx.log_failed_output)
+            result = self._run(key, request, lambda result: result, show_output=ctx.log_failed_output)
         verdict = status_mod.verdict(obj, result, manage_status=ctx.watch.manage_status)
         return Rehearsal(result, verdict.status(obj))
 
@@ -183,42 +183,32 @@ class Reconciler:
             max_entries=ctx.max_entries,
         )
 
-    def _run(
-        self,
-        key: Key,
-        request: RunRequest,
-        *,
-        show_output: bool = True,
-        then: Callable[[RunResult], None] | None = None,
-    ) -> RunResult:
-        """The executor's run, with the run's proxy token and kubeconfig gone when it ends; ``then`` gets the
-        result as soon as the executor has it (``RunRequest.on_result``: before the run's artifacts are
-        written), or after the run from an executor that does not say."""
-        handed: list[RunResult] = []
+    def _run(self, key: Key, request: RunRequest, then: Callable[[RunResult], _T], *, show_output: bool = True) -> _T:
+        """The executor's run, with the run's proxy token and kubeconfig gone when it ends, and ``then`` of its
+        result: as soon as the executor has it (``RunRequest.on_result``: before the run's artifacts are
+        written), or after the run from an executor that does not hand it on."""
+        done: list[_T] = []
         released: list[bool] = []
 
         def release() -> None:
-            if not released:
+            if not released and self.proxy is not None:
                 released.append(True)
-                if self.proxy is not None:
-                    self.proxy.revoke(request.run_id)
-                    if kubeconfig := request.env.get("KUBECONFIG"):
-                        Path(kubeconfig).unlink(missing_ok=True)
+                self.proxy.revoke(request.run_id)
+                if kubeconfig := request.env.get("KUBECONFIG"):
+                    Path(kubeconfig).unlink(missing_ok=True)
 
         def finished(result: RunResult) -> None:
-            handed.append(result)
             release()
             _log_run(key, result, show_output=show_output)
-            if then is not None:
-                then(result)
+            done.append(then(result))
 
         try:
             result = self.executor.run(replace(request, on_result=finished))
         finally:
             release()
-        if not handed:
+        if not done:
             finished(result)
-        return result
+        return done[0]
 
     def report(self, key: Key, ctx: KindContext, reason: str, message: str) -> None:
         """An error that will repeat until the object changes: say so on it (Failure and a Warning Event),
