@@ -104,10 +104,17 @@ def run_as_main(code: bytes, filename: str = "<stdin>") -> int:
     return 0
 
 
-def end(code: int) -> NoReturn:
+def end(code: int, tell: int | None = None) -> NoReturn:
     """Leave the child now: flush what it wrote, remove what a normal exit would have (the temp dir
-    multiprocessing made here), and never run the parent's clean-up."""
+    multiprocessing made here), and never run the parent's clean-up.
+
+    ``tell``: a pipe the parent reads; it gets the exit status (one byte) once the output is flushed, so the
+    parent knows the outcome before the kernel has torn this process down and reported it (milliseconds for
+    a fork of a large process)."""
     flush_std()
+    if tell is not None:
+        with contextlib.suppress(OSError):
+            os.write(tell, bytes([code & 0xFF]))
     _remove_multiprocessing_temp_dir()
     os._exit(code & 0xFF)
 

@@ -260,6 +260,49 @@ def test_a_timeout_kills_the_whole_run(tmp_path: Path, modules_in_worker: bool) 
             os.kill(pid, signal.SIGKILL)
 
 
+def _ancestor_below(pid: int, parent: int) -> int:
+    """The ancestor of ``pid`` whose parent is ``parent`` (``pid`` itself if it is one)."""
+    while True:
+        ppid = int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        if ppid == parent:
+            return pid
+        if ppid <= 1:
+            raise AssertionError(f"{pid} is not below {parent}")
+        pid = ppid
+
+
+def test_a_run_killed_before_it_says_it_is_done_is_reported_when_reaped(tmp_path: Path) -> None:
+    """A run reports its end itself, once its output is complete; one that dies before it can (killed by a
+    signal) is reported from its exit status, and the zygote goes on serving."""
+    seconds = "47.33"  # no other test's `sleep` has it
+    warm = WarmExecutor(settings(tmp_path))
+    try:
+        warm.wait_until_ready()
+        zygote = warm.zygote_pid
+        assert zygote is not None
+        results: list[RunResult] = []
+        thread = threading.Thread(
+            target=lambda: results.append(warm.run(request(spec={"mode": "sleep", "sleepSeconds": seconds})))
+        )
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not (sleeping := _processes_with(["sleep", seconds])) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sleeping, "the run's sleep never started"
+        os.kill(_ancestor_below(sleeping[0], zygote), signal.SIGKILL)  # the run's ansible-playbook
+        thread.join(60)
+        assert len(results) == 1
+        killed = results[0]
+        assert (killed.rc, killed.timed_out, killed.succeeded) == (-signal.SIGKILL, False, False)
+        assert warm.zygote_pid == zygote and warm.ready() == (True, "ok")
+        after = warm.run(request(spec={"x": 3}))
+        assert after.succeeded and after.rc == 0 and after.status["x"] == "3"
+    finally:
+        warm.close()
+        for pid in _processes_with(["sleep", seconds]):  # its module's sleep is not in the killed process
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_a_dead_zygote_is_reported_and_replaced(tmp_path: Path) -> None:
     warm = WarmExecutor(settings(tmp_path))
     try:

@@ -1,6 +1,6 @@
 """A profile of each warm run, for people measuring where a reconcile's time goes. Off unless asked for.
 
-Where it sits: the zygote's forked run (``zygote._child``) calls ``profiled(run_playbook, argv)``. When the
+Where it sits: the zygote's forked run (``child.become_run``) calls ``profiled(run_playbook, argv)``. When the
 run's environment (the operator's, so set it where the operator starts) has ``PROFILE_ENV`` naming a
 directory, the run's own process (Ansible's strategy, its in-process tasks, callbacks) runs under ``cProfile`` and its
 statistics go to ``<dir>/run-<pid>.prof``, one file per run; each module forked in the worker

@@ -10,6 +10,9 @@ immortal, so a run copies fewer of its pages), and then serves the executor over
 (``protocol``). For each run it ``fork()``s a child that becomes that run's
 ``ansible-playbook``: new session, the run's working directory, environment and output file
 (``forking``), Ansible's process-wide state reset (``compat``), then ``PlaybookCLI`` and ``os._exit``.
+Right before that exit the child writes its exit status on a pipe of its own, its output flushed: the
+zygote reports the run's end then, not when the kernel has torn the fork down (5-70 ms later), and still
+reaps it after, its timeout in force until then.
 The zygote itself never changes after the warm-up, so every run starts from the same state and nothing a
 run does reaches the next one.
 
@@ -39,8 +42,6 @@ import socket
 import sys
 import threading
 import time
-import traceback
-import warnings
 from dataclasses import dataclass, field
 
 from hybrid_operator.ansible import compat, forking
@@ -48,56 +49,19 @@ from hybrid_operator.ansible.privatedirs import new_temp_dir
 from hybrid_operator.ansible.runsite import sitecustomize
 from hybrid_operator.ansible.warm import (
     actions,
+    child,
     heap,
     inline,
     inworker,
     lean,
     parsed,
     plugindocs,
-    profiling,
     project,
     protocol,
     smallhooks,
     templates,
 )
 from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, terminate
-
-
-def _redirect_output(path: str) -> None:
-    """stdin from /dev/null; stdout and stderr into one file, as a terminal would interleave them."""
-    out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    forking.redirect(None, out, out)
-    os.close(out)
-    # Under ansible-runner, stdout is a terminal and so line-buffered: keep the same order of output.
-    with contextlib.suppress(Exception):
-        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-
-
-def _child(run: protocol.RunSpec, local_tmp: str, close_fds: list[int]) -> None:
-    """In the forked child: become the run's ansible-playbook. Never returns."""
-    code = 1
-    try:
-        os.setsid()  # the run's own session: a timeout kills it whole, workers and modules included
-        forking.reset_signals()
-        for fd in close_fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        _redirect_output(run.output)
-        forking.enter(run.env, run.cwd, replace_env=True)
-        program = shutil.which(run.argv[0], path=os.environ.get("PATH")) or run.argv[0]
-        if run.cold:  # its environment changes Ansible's configuration: a real ansible-playbook
-            os.execve(program, [program, *run.argv[1:]], dict(os.environ))
-        compat.reset_private_state()
-        compat.use_local_tmp(local_tmp)
-        compat.fresh_event_contexts()
-        compat.stream_event_partials()  # the events' data in one stream, not a file each
-        warnings.filterwarnings("ignore", message=compat.FINDER_WARNING)  # the zygote configured it already
-        code = profiling.profiled("run", compat.run_playbook, [program, *run.argv[1:]])
-        lean.report(run.output)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        forking.end(code)
 
 
 @dataclass
@@ -109,6 +73,7 @@ class _Running:
     kill_at: float | None = None  # second stage of a timeout: SIGKILL these groups then
     groups: set[int] = field(default_factory=set)
     exited: protocol.Exited | None = None  # reaped, report held back until the second stage is done
+    reported: bool = False  # its end was reported when it said it was done, before it was reaped
 
 
 class ZygoteServer:
@@ -125,6 +90,7 @@ class ZygoteServer:
         self._wake_r, self._wake_w = os.pipe()
         self._stopping = False
         self._local_tmps: dict[int, str] = {}  # pid -> that run's own local temp dir
+        self._done: dict[int, int] = {}  # read end of a run's done pipe -> its pid, until it said or was reaped
         self.tmp_root = ""
 
     def send(self, message: protocol.Message) -> None:
@@ -239,7 +205,7 @@ class ZygoteServer:
         saved = os.dup(0), os.dup(1), os.dup(2)
         home = os.getcwd()
         try:
-            _redirect_output(run.output)
+            child.redirect_output(run.output)
             os.chdir(run.cwd)
             with compat.no_rpc_host():
                 rc = compat.run_playbook(run.argv)
@@ -260,20 +226,27 @@ class ZygoteServer:
     def fork(self, run: protocol.RunSpec) -> int:
         """Start a run in a forked child; its pid."""
         local_tmp = str(new_temp_dir("run-", self.tmp_root))
+        done_r, done_w = os.pipe()  # its own: a child can only ever say that it, itself, is done
         forking.flush_std()
         pid = os.fork()
         if pid == 0:
-            _child(run, local_tmp, [self.sock.fileno(), self._wake_r, self._wake_w])
+            inherited = [self.sock.fileno(), self._wake_r, self._wake_w, done_r, *self._done]
+            child.become_run(run, local_tmp, inherited, done_w)
+        os.close(done_w)
         self._local_tmps[pid] = local_tmp
+        self._done[done_r] = pid
         return pid
 
     def serve(self) -> None:
         while not self._stopping:
-            watched: list[socket.socket | int] = [self.sock, self._wake_r]
+            watched: list[socket.socket | int] = [self.sock, self._wake_r, *self._done]
             readable, _w, _x = select.select(watched, [], [], self._select_timeout())
             if self._wake_r in readable:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._wake_r, 4096)
+            for fd in readable:
+                if isinstance(fd, int) and fd in self._done:
+                    self._said_done(fd)
             self._reap()
             self._kill_overdue()
             if self.sock in readable:
@@ -298,6 +271,26 @@ class ZygoteServer:
         self.running[pid] = _Running(message.id, pid, deadline)
         self.send(protocol.Started(message.id, pid))
 
+    def _said_done(self, fd: int) -> None:
+        """A run's child flushed its output and gave its exit status: report its end now; it is reaped (and
+        its timeout still applies) as before, without a second report. End of file without a status (it died
+        first): the reap reports it."""
+        pid = self._done.pop(fd)
+        try:
+            said = os.read(fd, 1)
+        except OSError:
+            said = b""
+        os.close(fd)
+        running = self.running.get(pid)
+        if said and running is not None and not running.timed_out and not running.reported:
+            running.reported = True
+            self.send(protocol.Exited(running.run_id, said[0], False))
+
+    def _forget_done_pipe(self, pid: int) -> None:
+        for fd in [fd for fd, owner in self._done.items() if owner == pid]:
+            del self._done[fd]
+            os.close(fd)
+
     def _reap(self) -> None:
         while True:
             try:
@@ -307,6 +300,7 @@ class ZygoteServer:
             if pid == 0:
                 return
             shutil.rmtree(self._local_tmps.pop(pid, ""), ignore_errors=True)
+            self._forget_done_pipe(pid)
             running = self.running.get(pid)
             if running is None:
                 continue
@@ -317,7 +311,7 @@ class ZygoteServer:
 
     def _report(self, running: _Running) -> None:
         del self.running[running.pid]
-        if running.exited is not None:
+        if running.exited is not None and not running.reported:
             self.send(running.exited)
 
     def _kill_overdue(self) -> None:
@@ -347,6 +341,7 @@ class ZygoteServer:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
             shutil.rmtree(self._local_tmps.pop(pid, ""), ignore_errors=True)
+            self._forget_done_pipe(pid)
         self.running.clear()
 
 
