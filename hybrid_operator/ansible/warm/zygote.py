@@ -137,6 +137,7 @@ class ZygoteServer:
                 f"it ({'; '.join(problems)})"
             )
         compat.reset_private_state()
+        compat.note_event_callbacks()
         # What the warm-up left is every run's from here: neither the collector nor reference counts write to
         # its pages in a run (each page written is a page the fork copies).
         settled = heap.settle()

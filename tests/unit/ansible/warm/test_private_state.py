@@ -135,10 +135,13 @@ def test_each_run_gets_its_own_local_temp_dir(tmp_path: Path, clean_ansible: Non
     assert str(tmp_path) == constants.DEFAULT_LOCAL_TMP
 
 
-def test_the_display_callback_context_is_renewed_from_the_runs_environment(tmp_path: Path) -> None:
+@pytest.mark.parametrize("noted", [False, True])
+def test_the_display_callback_context_is_renewed_from_the_runs_environment(tmp_path: Path, noted: bool) -> None:
     """ansible-runner's awx_display reads where to write job events when it is imported (in the zygote's
-    warm-up): a fork must point it at its own artifact dir. In a subprocess: importing the callback
-    patches Ansible's Display class for the whole process."""
+    warm-up): a fork must point it at its own artifact dir, and its events' data go to one stream there.
+    The same whether the zygote noted the callback's copies ahead (``note_event_callbacks``, as it does after
+    its warm-up) or each run finds them. In a subprocess: importing the callback patches Ansible's Display
+    class for the whole process."""
     script = textwrap.dedent(
         """
         import importlib.util, os, sys
@@ -151,20 +154,24 @@ def test_the_display_callback_context_is_renewed_from_the_runs_environment(tmp_p
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
         module.event_context.add_global(playbook="warm-up.yml")
+        if sys.argv[3] == "noted":
+            compat.note_event_callbacks()
         os.environ["AWX_ISOLATED_DATA_DIR"] = sys.argv[2]
+        os.makedirs(os.path.join(sys.argv[2], "job_events"))
         print(compat.fresh_event_contexts())
         print(module.event_context.cache.private_data_dir)
         print(module.event_context.get_global())
+        print(compat.stream_event_partials(), type(module.event_context.cache).__name__)
         """
     )
     proc = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path / "warm-up"), str(tmp_path / "run")],
+        [sys.executable, "-c", script, str(tmp_path / "warm-up"), str(tmp_path / "run"), str(noted and "noted")],
         capture_output=True,
         text=True,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["1", str(tmp_path / "run"), "{}"]
+    assert proc.stdout.splitlines() == ["1", str(tmp_path / "run"), "{}", "True _PartialStream"]
 
 
 def _vault_context() -> type | None:
