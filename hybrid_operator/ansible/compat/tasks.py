@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import pickle
 import threading
 from collections.abc import Callable
 from multiprocessing.reduction import ForkingPickler
@@ -114,7 +115,7 @@ class _DirectQueue:
     def _received(self, host: Any, task: Any, utr: Any) -> Any:
         from ansible._internal._task import WireTaskResult
 
-        wire = ForkingPickler.loads(ForkingPickler.dumps(WireTaskResult.create(host=host, task=task, utr=utr)))
+        wire = pickle.loads(_pickled(WireTaskResult.create(host=host, task=task, utr=utr)))
         return self._strategy._convert_wire_task_result_to_host_task_result(wire)
 
     def send_callback(self, method_name: str, host: Any, task: Any, utr: Any) -> None:
@@ -127,6 +128,17 @@ class _DirectQueue:
 
     def __getattr__(self, name: str) -> Any:  # anything else (never sent by an in-process task): the queue's
         return getattr(self._strategy._final_q, name)
+
+
+def _pickled(obj: Any) -> bytes:
+    """``obj`` as the results queue's pipe carries it (``ForkingPickler``). The C pickler gives the same bytes
+    for anything none of ``ForkingPickler``'s own reducers (multiprocessing's connections, sockets, ...) is
+    for, in half the time (it looks each tagged value's type up in a plain table, not in a Python
+    ``ChainMap``); what it cannot pickle is pickled by ``ForkingPickler``, as before."""
+    try:
+        return pickle.dumps(obj)
+    except Exception:
+        return bytes(ForkingPickler.dumps(obj))
 
 
 class _DeferredQueue:

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hybrid_operator.ansible import compat
 from hybrid_operator.ansible.compat import tasks as compat_tasks
@@ -188,3 +191,48 @@ def test_only_worker_slots_that_fork_make_a_prompt_queue(tmp_path: Path) -> None
     stdout, out = _counted(tmp_path, _QUEUES, _PLAYBOOK)
     assert "seen [1, 2, 3]" in stdout and "in made_3" in stdout  # the forked slots did their work
     assert out["made"].get("WorkerQueue", 0) == 2, out["made"]  # one per forked slot, made before its fork
+
+
+# What a task's result holds: JSON-like data, Ansible's tagged strings and containers among it.
+_RESULT_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4) | st.tuples(inner, inner)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_RESULT_VALUES, st.booleans())
+def test_a_result_is_pickled_to_the_bytes_the_results_queue_would_carry(value: Any, tagged: bool) -> None:
+    from multiprocessing.reduction import ForkingPickler
+
+    if tagged:
+        from ansible.module_utils._internal._datatag import AnsibleTagHelper
+        from ansible.module_utils._internal._datatag._tags import Deprecated
+
+        value = {"msg": AnsibleTagHelper.tag("text", [Deprecated(msg="old")]), "value": value}
+    assert compat_tasks._pickled(value) == bytes(ForkingPickler.dumps(value))
+
+
+class _OnlyTheQueueCanPickleIt:
+    """As a socket or a connection: plain pickle refuses it, ``ForkingPickler`` has a reducer for it."""
+
+    def __reduce__(self) -> Any:
+        raise TypeError("cannot pickle this outside multiprocessing")
+
+
+def _rebuilt() -> _OnlyTheQueueCanPickleIt:
+    return _OnlyTheQueueCanPickleIt.__new__(_OnlyTheQueueCanPickleIt)
+
+
+def test_what_only_the_queues_pickler_can_pickle_is_pickled_by_it() -> None:
+    from multiprocessing.reduction import ForkingPickler
+
+    ForkingPickler.register(_OnlyTheQueueCanPickleIt, lambda _obj: (_rebuilt, ()))
+    value = {"handle": _OnlyTheQueueCanPickleIt()}
+    with pytest.raises(TypeError):
+        pickle.dumps(value)
+    assert compat_tasks._pickled(value) == bytes(ForkingPickler.dumps(value))
+    assert isinstance(pickle.loads(compat_tasks._pickled(value))["handle"], _OnlyTheQueueCanPickleIt)
