@@ -71,7 +71,12 @@ from hybrid_operator.ansible.compat.state import (
     stream_event_partials,
     use_local_tmp,
 )
-from hybrid_operator.ansible.compat.tasks import hook_inline_tasks, inline_task_problems, run_task_inline
+from hybrid_operator.ansible.compat.tasks import (
+    hook_inline_tasks,
+    inline_task_problems,
+    run_task_inline,
+    warm_result_mappings,
+)
 from hybrid_operator.ansible.compat.templatelookup import copy_template_variables_shallow, template_lookup_problems
 from hybrid_operator.ansible.compat.templates import CodeCache, hook_template_cache, precompile, template_cache_problems
 from hybrid_operator.ansible.compat.tmpdirs import hook_tmpdirs, tmpdir_hook_problems
@@ -149,5 +154,6 @@ __all__ = [
     "to_module_side",
     "unchanged_fact_write_problems",
     "use_local_tmp",
+    "warm_result_mappings",
     "wrapper_call",
 ]

@@ -130,6 +130,27 @@ class _DirectQueue:
         return getattr(self._strategy._final_q, name)
 
 
+def warm_result_mappings() -> bool:
+    """Fill ``UnifiedTaskResult``'s cached field mappings in this process (the zygote, after its warm-up, so
+    every run inherits them): pure functions of the class, its dataclass fields and type hints, which the first
+    task result of each run otherwise computed again (``typing.get_type_hints``: ~1.5 ms a run, the warm-up's
+    own tasks having run in its workers). Called as Ansible calls them, keyword for keyword (the caches are
+    ``functools.cache``, keyed on how they are called). Whether this ansible-core has them."""
+    try:
+        from ansible._internal._task import UnifiedTaskResult
+    except ImportError:
+        return False
+    by_result_key = getattr(UnifiedTaskResult, "get_result_key_to_resolved_field_mapping", None)
+    by_field_name = getattr(UnifiedTaskResult, "_get_field_name_to_result_key_mapping", None)
+    if not (callable(by_result_key) and callable(by_field_name)):
+        return False
+    for flag in (False, True):
+        by_result_key(source_is_module=flag)
+        for round_trip in (False, True):
+            by_field_name(for_callback=flag, for_round_trip=round_trip)
+    return True
+
+
 def _pickled(obj: Any) -> bytes:
     """``obj`` as the results queue's pipe carries it (``ForkingPickler``). The C pickler gives the same bytes
     for anything none of ``ForkingPickler``'s own reducers (multiprocessing's connections, sockets, ...) is

@@ -161,6 +161,7 @@ class ZygoteServer:
     def share_plugins(docs_problems: list[str]) -> None:
         """After the warm-up, what every run would otherwise do again with the plugins it uses."""
         actions.preload_worker_plugins()
+        compat.warm_result_mappings()  # what each run's first task result computes
         if problems := compat.quiet_debug_calls():  # every debug call keeps the callback's marking
             print(f"zygote: debug calls marked for events: {'; '.join(problems)}", file=sys.stderr)
         if docs_problems:

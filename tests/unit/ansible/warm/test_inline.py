@@ -236,3 +236,24 @@ def test_what_only_the_queues_pickler_can_pickle_is_pickled_by_it() -> None:
         pickle.dumps(value)
     assert compat_tasks._pickled(value) == bytes(ForkingPickler.dumps(value))
     assert isinstance(pickle.loads(compat_tasks._pickled(value))["handle"], _OnlyTheQueueCanPickleIt)
+
+
+def test_the_result_field_mappings_are_warmed_as_ansible_calls_them() -> None:
+    """What the zygote fills is what a run's task results then read: Ansible's own calls hit the caches."""
+    task_module = pytest.importorskip("ansible._internal._task")
+    if not hasattr(task_module, "UnifiedTaskResult"):
+        assert not compat.warm_result_mappings()
+        pytest.skip("this ansible-core has no UnifiedTaskResult")
+    UnifiedTaskResult = task_module.UnifiedTaskResult
+
+    assert compat.warm_result_mappings()
+    by_result_key = UnifiedTaskResult.get_result_key_to_resolved_field_mapping
+    by_field_name = UnifiedTaskResult._get_field_name_to_result_key_mapping
+    result_key_hits, field_name_hits = by_result_key.cache_info().hits, by_field_name.cache_info().hits
+    result = UnifiedTaskResult.from_action_result_dict({"changed": True, "msg": "hi"})
+    result.as_result_dict(for_callback=True)
+    module_result = UnifiedTaskResult.from_module_result_dict({"changed": False})
+    module_result.as_result_dict()
+    assert by_result_key.cache_info().hits == result_key_hits + 2
+    assert by_field_name.cache_info().hits >= field_name_hits + 2
+    assert by_result_key.cache_info().currsize == 2 and by_field_name.cache_info().currsize == 4
