@@ -245,16 +245,15 @@ _noted_callbacks: list[tuple[list[Any], bool]] = []
 def note_event_callbacks() -> None:
     """In the zygote, once its warm-up has loaded the display callback: note what every run would otherwise
     find again before it starts (a walk over every loaded module, a read of the callback's source: ~4 ms)."""
-    from hybrid_operator.ansible.compat import events
-
-    modules = [m for m in _awx_display_modules() if hasattr(m, "EventContext")]
-    _noted_callbacks[:] = [(modules, bool(modules) and not events.partial_stream_problems(modules))]
+    _noted_callbacks[:] = [_find_event_callbacks()]
 
 
 def _event_callbacks() -> tuple[list[Any], bool]:
     """The ``awx_display`` copies with an event context, and whether their events' data can be streamed."""
-    if _noted_callbacks:
-        return _noted_callbacks[0]
+    return _noted_callbacks[0] if _noted_callbacks else _find_event_callbacks()
+
+
+def _find_event_callbacks() -> tuple[list[Any], bool]:
     from hybrid_operator.ansible.compat import events
 
     modules = [m for m in _awx_display_modules() if hasattr(m, "EventContext")]
