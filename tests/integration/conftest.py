@@ -31,6 +31,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -188,6 +189,15 @@ class OperatorProcess:
 
     def metrics(self) -> str:
         return self.http(self.metrics_port, "/metrics")[1]
+
+    def metrics_with(self, line_start: str, timeout: float = 15) -> str:
+        """/metrics once it carries `line_start`: a run's result is counted just after its status is written."""
+        deadline = time.monotonic() + timeout
+        text = self.metrics()
+        while line_start not in text and time.monotonic() < deadline:
+            time.sleep(0.1)
+            text = self.metrics()
+        return text
 
     def terminate(self, timeout: float = 60) -> int:
         if self.proc.poll() is None:

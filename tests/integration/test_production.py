@@ -74,7 +74,7 @@ def test_metrics_and_probes_report_real_state(operator, objects: Objects) -> Non
     assert op.http(op.health_port, "/healthz")[0] == 200
     objects.create(G, V, P, demo("counted"))
     objects.wait_successful(G, V, P, "counted", 60)
-    metrics = op.metrics()
+    metrics = op.metrics_with(f'ansible_operator_reconcile_result_total{{GVK="{GVK}",result="succeeded"}}')
     assert f'ansible_operator_reconcile_result_total{{GVK="{GVK}",result="succeeded"}}' in metrics
     count = re.search(rf'ansible_operator_reconciles_count{{GVK="{GVK}"}} (\S+)', metrics)
     assert count and float(count.group(1)) >= 1
