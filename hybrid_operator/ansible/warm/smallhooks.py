@@ -15,7 +15,9 @@ import sys
 from collections.abc import Callable
 
 from hybrid_operator.ansible import compat
-from hybrid_operator.ansible.warm import copies, kubeclient, tmpdirs
+from hybrid_operator.ansible.warm import copies, tmpdirs
+from hybrid_operator.kube.runclient import KUBE_CLIENT_HOOKS_ENV
+from hybrid_operator.kube.runclient import install as install_run_client
 
 FACTS_HOOK_ENV = "HYBRID_OPERATOR_FACTS_HOOK"  # "0": every task cleans the host's facts, as Ansible does
 CLI_PARSER_ENV = "HYBRID_OPERATOR_SHARED_CLI_PARSER"  # "0": every run builds ansible-playbook's parser
@@ -46,7 +48,7 @@ def install() -> None:
         print(f"zygote: temp dirs through the shell: {'; '.join(problems)}", file=sys.stderr)
     if problems := copies.install():  # deep copies rebuild every tagged string
         print(f"zygote: deep copies rebuild tagged values: {'; '.join(problems)}", file=sys.stderr)
-    if os.environ.get(kubeclient.KUBE_CLIENT_HOOKS_ENV) != "0" and (problems := kubeclient.install()):
+    if os.environ.get(KUBE_CLIENT_HOOKS_ENV) != "0" and (problems := install_run_client()):
         print(f"zygote: the kubernetes client parses and formats as usual: {'; '.join(problems)}", file=sys.stderr)
     for why_not, install_hook, switch, without in _SWITCHED:
         if problems := why_not(switch):

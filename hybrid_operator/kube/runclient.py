@@ -1,8 +1,10 @@
 """Two hooks on the official ``kubernetes`` client that API modules call in a run: the same answers, less work.
 
-Where it sits: the zygote calls ``install`` once, after ``inworker.preload`` has imported the client, so every
-run it forks (and every module those runs call, in process or in a fork) inherits them. Both are exact: what
-the client returns, raises and writes is what it did before, only computed once or when it is read:
+Where it sits: a leaf of ``kube`` (the package that owns the client library; this module imports nothing of
+the operator and talks to no API server). The warm executor's zygote (``ansible.warm.smallhooks``) calls
+``install`` once, after ``inworker.preload`` has imported the client, so every run it forks (and every
+module those runs call, in process or in a fork) inherits them. Both are exact: what the client returns,
+raises and writes is what it did before, only computed once or when it is read:
 
 - **a kubeconfig parsed once per content.** ``kubernetes.core`` builds a client configuration for every
   module call, and the client parses the kubeconfig file for it with PyYAML's pure-Python ``safe_load``

@@ -1,4 +1,4 @@
-"""The kubernetes client hooks (``warm.kubeclient``) against the client without them, in the same process.
+"""The kubernetes client hooks (``kube.runclient``) against the client without them, in the same process.
 
 Each test installs the hooks and takes them out again after (``hooked``). What is compared: the kubeconfig a
 caller gets (equal, its own copy, the same error for a file that does not parse), and the error the dynamic
@@ -21,7 +21,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.config import kube_config
 from kubernetes.dynamic import client, exceptions
 
-from hybrid_operator.ansible.warm import kubeclient
+from hybrid_operator.kube import runclient
 
 KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -44,13 +44,13 @@ again: *a
 def installed() -> Iterator[Any]:
     """The hooks installed in this process, everything put back after; yields the unhooked api_exception."""
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(kubeclient, "_installed", [])
+        monkeypatch.setattr(runclient, "_installed", [])
         monkeypatch.setattr(kube_config, "yaml", kube_config.yaml)
         monkeypatch.setattr(exceptions, "api_exception", exceptions.api_exception)
         monkeypatch.setattr(client, "api_exception", client.api_exception)
         monkeypatch.setattr(exceptions.DynamicApiError, "original_traceback", None, raising=False)
         original = exceptions.api_exception
-        assert kubeclient.install() == []
+        assert runclient.install() == []
         yield original
 
 
@@ -61,7 +61,7 @@ def hooked() -> Iterator[Any]:
 
 
 def test_the_hooks_fit_the_installed_client() -> None:
-    assert kubeclient.hook_problems() == []
+    assert runclient.hook_problems() == []
 
 
 def test_a_kubeconfig_parsed_once_gives_each_caller_its_own_equal_copy(hooked: Any, tmp_path: Path) -> None:
@@ -122,7 +122,7 @@ def _both(original: Any, status: int) -> tuple[Any, Any]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(status=st.one_of(st.sampled_from([code for code, _ in kubeclient._ERRORS]), st.integers(100, 599)))
+@given(status=st.one_of(st.sampled_from([code for code, _ in runclient._ERRORS]), st.integers(100, 599)))
 def test_the_dynamic_clients_errors_are_the_same_with_their_traceback_formatted_when_read(status: int) -> None:
     with installed() as original:
         want, got = _both(original, status)
