@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import inspect
 import sys
 import traceback
 from types import TracebackType
@@ -90,36 +91,30 @@ class _Deferred:
 class _LazyTraceback:
     """``DynamicApiError.original_traceback``: formatted from the kept traceback the first time it is read."""
 
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._text, self._tb = f"_hyop_{name}_text", f"_hyop_{name}_tb"
+    _TEXT, _TB = "_hyop_original_traceback_text", "_hyop_original_traceback_tb"
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:
             return self
         state = obj.__dict__
-        if self._text not in state:
-            tb = state.pop(self._tb, None)
-            state[self._text] = "\n".join(traceback.format_tb(tb))
-        return state[self._text]
+        if self._TEXT not in state:
+            state[self._TEXT] = "\n".join(traceback.format_tb(state.pop(self._TB, None)))
+        return state[self._TEXT]
 
     def __set__(self, obj: Any, value: Any) -> None:
         state = obj.__dict__
-        state.pop(self._text, None)
-        state.pop(self._tb, None)
+        state.pop(self._TEXT, None)
+        state.pop(self._TB, None)
         if isinstance(value, _Deferred):
-            state[self._tb] = value.tb
+            state[self._TB] = value.tb
         else:
-            state[self._text] = value
+            state[self._TEXT] = value
 
 
 def hook_problems() -> list[str]:
     """Why the hooks cannot go into this client (empty: they can)."""
     try:
-        import inspect
-
-        from kubernetes.config import kube_config
-        from kubernetes.dynamic import client, exceptions
-
+        kube_config, client, exceptions = _client_modules()
         problems = []
         if "yaml.safe_load(f)" not in inspect.getsource(kube_config.KubeConfigMerger.load_config):
             problems.append("KubeConfigMerger.load_config: does not parse with yaml.safe_load(f)")
@@ -145,16 +140,11 @@ def install() -> list[str]:
     problems = hook_problems()
     if problems:
         return problems
-    kube_config: Any = importlib.import_module("kubernetes.config.kube_config")
-    client: Any = importlib.import_module("kubernetes.dynamic.client")
-    exceptions: Any = importlib.import_module("kubernetes.dynamic.exceptions")
-
+    kube_config, client, exceptions = _client_modules()
     kube_config.yaml = _MemoYaml(kube_config.yaml)
     errors = exceptions.DynamicApiError
-    lazy = _LazyTraceback()
-    lazy.__set_name__(errors, "original_traceback")
-    errors.original_traceback = lazy
-    by_status = _error_classes(exceptions)
+    errors.original_traceback = _LazyTraceback()
+    by_status = {code: getattr(exceptions, name) for code, name in _ERRORS}
 
     def api_exception(e: Any) -> Any:
         return by_status.get(e.status, errors)(e, _Deferred(sys.exc_info()[2]))
@@ -166,6 +156,9 @@ def install() -> list[str]:
     return []
 
 
-def _error_classes(exceptions: Any) -> dict[int, type]:
-    """``api_exception``'s table, status -> error class (checked against its source by ``hook_problems``)."""
-    return {code: getattr(exceptions, name) for code, name in _ERRORS}
+def _client_modules() -> tuple[Any, Any, Any]:
+    """The client's modules the hooks read and change: ``kube_config``, the dynamic ``client``, ``exceptions``."""
+    return tuple(
+        importlib.import_module(f"kubernetes.{name}")
+        for name in ("config.kube_config", "dynamic.client", "dynamic.exceptions")
+    )  # type: ignore[return-value]

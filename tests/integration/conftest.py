@@ -31,7 +31,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -192,12 +191,12 @@ class OperatorProcess:
 
     def metrics_with(self, line_start: str, timeout: float = 15) -> str:
         """/metrics once it carries `line_start`: a run's result is counted just after its status is written."""
-        deadline = time.monotonic() + timeout
-        text = self.metrics()
-        while line_start not in text and time.monotonic() < deadline:
-            time.sleep(0.1)
+
+        def carrying() -> str:
             text = self.metrics()
-        return text
+            return text if line_start in text else ""
+
+        return wait_until(carrying, timeout, line_start)
 
     def terminate(self, timeout: float = 60) -> int:
         if self.proc.poll() is None:
