@@ -162,6 +162,7 @@ class FakeExecutor:
         self.during: Callable[[], None] | None = None
         self.error: Exception | None = None
         self.extra_ansible_args: str | None = None  # what the executor was built with, if a test records it
+        self.watches: list[Any] = []  # the watches it was built for, if a test records them
         self.hands_on = False
         self.after_hand_on: list[KubeObject | None] = []
         self.started = self.closed = False

@@ -7,17 +7,21 @@ adds ``--check`` for a rehearsal). Kept apart from the wiring so that both share
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from pathlib import Path
 
 from hybrid_operator.ansible.running import Executor, ExecutorSettings, RunnerExecutor
 from hybrid_operator.settings.config import Config
+from hybrid_operator.settings.watches import Target, Watch
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Executor", "build_executor"]
 
 
-def build_executor(config: Config, *, extra_ansible_args: str = "") -> Executor:
-    """The executor ``run`` uses (also ``reconcile FILE``'s, which adds ``--check`` for a rehearsal)."""
+def build_executor(config: Config, *, extra_ansible_args: str = "", watches: Sequence[Watch] = ()) -> Executor:
+    """The executor ``run`` uses (also ``reconcile FILE``'s, which adds ``--check`` for a rehearsal); the warm
+    one prepares the roles ``watches`` run (``prepared_dirs``) besides those on the roles path."""
     runs = config.runs
     settings = ExecutorSettings(
         artifacts_root=runs.artifacts_dir,
@@ -30,8 +34,28 @@ def build_executor(config: Config, *, extra_ansible_args: str = "") -> Executor:
         module_server=runs.module_server,
         inventory=runs.inventory,
         run_memory=runs.memory,
+        prepared_dirs=prepared_dirs(watches),
     )
     return _executor(runs.executor, settings)
+
+
+def prepared_dirs(watches: Sequence[Watch]) -> tuple[Path, ...]:
+    """The directories whose roles the warm executor's zygote prepares for every run besides the roles path
+    (``warm.project``): each role watches.yaml names by its path, and the ``roles/`` beside each playbook
+    (where Ansible looks for the roles a playbook names), finalizers' included. A collection's role is found
+    by Ansible at run time and not prepared. In order, each once."""
+    targets: list[Target] = []
+    for watch in watches:
+        targets.append(watch.target)
+        if watch.finalizer is not None and watch.finalizer.target is not None:
+            targets.append(watch.finalizer.target)
+    found: dict[Path, None] = {}
+    for target in targets:
+        if target.playbook is not None:
+            found.setdefault(target.playbook.parent / "roles", None)
+        elif target.role is not None and Path(target.role).is_absolute():
+            found.setdefault(Path(target.role), None)
+    return tuple(found)
 
 
 def _executor(executor_kind: str, settings: ExecutorSettings) -> Executor:

@@ -117,6 +117,7 @@ class ExecutorSettings:
     module_server: bool = True  # run modules in forks of a warm process (modserver) instead of new interpreters
     inventory: Path | None = None  # ANSIBLE_INVENTORY (a file or a directory); None: localhost, our Python
     run_memory: int = 0  # bytes each process of a run may grow by (RLIMIT_DATA, see runsite); 0: unbounded
+    prepared_dirs: tuple[Path, ...] = ()  # roles (or dirs of roles) the warm executor prepares ahead (executors)
 
 
 RUNSITE = Path(__file__).resolve().parent / "runsite"  # its sitecustomize: see there

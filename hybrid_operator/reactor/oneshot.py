@@ -116,7 +116,11 @@ def reconcile_once(
     )
     with Lifecycle(config.reconciles.graceful_shutdown_timeout) as lifecycle:
         runtime = build_runtime(
-            config, kube, on_child=lambda _child: None, extra_ansible_args="--check" if check else ""
+            config,
+            kube,
+            on_child=lambda _child: None,
+            extra_ansible_args="--check" if check else "",
+            watches=[watch],
         )
         runtime.add_to(lifecycle)
         if not lifecycle.start_all():

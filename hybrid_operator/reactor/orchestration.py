@@ -69,6 +69,7 @@ class Operator:
             kube,
             on_child=self.dependents.on_child,
             caches=self.caches if config.proxy.cache_reads else None,
+            watches=watches,
         )
         runtime.add_to(lifecycle)  # from here on the lifecycle closes the executor, whatever happens
         self.ring: Ring | None = None  # with --sharding: which objects are ours

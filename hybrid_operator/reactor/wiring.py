@@ -8,7 +8,7 @@ for a kind's settings.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,9 +47,11 @@ def build_runtime(
     on_child: Callable[[Child], None],
     caches: Caches | None = None,
     extra_ansible_args: str = "",
+    watches: Sequence[Watch] = (),
 ) -> Runtime:
-    """The executor ``config`` asks for, a proxy that reports children to ``on_child``, and the reconciler."""
-    executor = build_executor(config, extra_ansible_args=extra_ansible_args)
+    """The executor ``config`` asks for (preparing the roles of ``watches``), a proxy that reports children to
+    ``on_child``, and the reconciler."""
+    executor = build_executor(config, extra_ansible_args=extra_ansible_args, watches=watches)
     try:
         proxy = ApiProxy(
             kube,

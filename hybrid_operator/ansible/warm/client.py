@@ -70,8 +70,9 @@ class ZygoteClient:
 
     # -- life cycle
 
-    def start(self, warm_up: protocol.RunSpec) -> None:
-        """Start the process on the warm-up run's environment (returns at once; ``wait_ready`` waits)."""
+    def start(self, warm_up: protocol.RunSpec, prepare: list[str] | None = None) -> None:
+        """Start the process on the warm-up run's environment (returns at once; ``wait_ready`` waits); it
+        prepares the roles in (or at) ``prepare`` besides its roles path."""
         self.env = dict(warm_up.env)
         cwd = ensure_private_dir(self.home / "cwd")  # empty: an ansible.cfg in the operator's dir is not read
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -92,7 +93,7 @@ class ZygoteClient:
             )
         theirs.close()
         self._sock = ours
-        self._send(protocol.WarmUp(warm_up))
+        self._send(protocol.WarmUp(warm_up, list(prepare or [])))
         threading.Thread(target=self._read, name="warm-zygote-reader", daemon=True).start()
 
     def wait_ready(self, timeout: float) -> None:

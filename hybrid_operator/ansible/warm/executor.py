@@ -305,7 +305,7 @@ class WarmExecutor:
         """Prepare the warm-up run exactly as a reconcile is prepared, and start a zygote on its environment."""
         spec, self._warm_up_token = self._internal_run("warm-up")
         zygote = ZygoteClient(self.home, self.server, modules_in_worker=self.settings.module_server)
-        zygote.start(spec)
+        zygote.start(spec, [str(path.absolute()) for path in self.settings.prepared_dirs])
         self._zygote = zygote
         return zygote
 

@@ -126,6 +126,11 @@ def install(shared_root: str, in_process: compat.InProcess | None = None) -> lis
     return problems
 
 
+def installed() -> bool:
+    """Whether ``install`` hooked this process (module payloads then go to the runs' shared cache)."""
+    return bool(_installed)
+
+
 # What the hot modules import when they start: loaded once in the zygote, shared by every forked module.
 PRELOAD = (
     "ansible.module_utils.basic",

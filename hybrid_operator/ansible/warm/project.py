@@ -2,10 +2,12 @@
 
 Where it sits: the zygote (``zygote.ZygoteServer.start``) calls ``role_files`` after its warm-up, with the
 roles path of its environment (``ANSIBLE_ROLES_PATH``: the operator's ``--roles-path`` entries and the
-``roles/`` beside watches.yaml), and hands the YAML files to ``templates`` (their Jinja templates compiled
-once for every run) and ``yamlcache`` (parsed once for every run). Bounded: a roles path holding a whole
-file system costs the zygote at most ``MAX_FILES`` files of at most ``MAX_FILE_BYTES`` each, ``MAX_BYTES``
-in all; anything past that is simply not prepared (runs read it themselves, as before).
+``roles/`` beside watches.yaml) and the directories its warm-up request names (``protocol.WarmUp.prepare``:
+the roles watches.yaml names by their path and the ``roles/`` beside its playbooks, from
+``executors.prepared_dirs``), and hands the YAML files to ``templates`` (their Jinja templates compiled once
+for every run) and ``yamlcache`` (parsed once for every run). Bounded: a roles path holding a whole file
+system costs the zygote at most ``MAX_FILES`` files of at most ``MAX_FILE_BYTES`` each, ``MAX_BYTES`` in all;
+anything past that is simply not prepared (runs read it themselves, as before).
 """
 
 from __future__ import annotations
@@ -44,10 +46,11 @@ def roles_path_entries(value: str | None) -> list[Path]:
 
 def role_files(roots: list[Path]) -> RoleFiles:
     """The YAML and template files of every role directly under ``roots`` (a role: a directory with a
-    ``tasks/`` or ``meta/`` directory), within the bounds of the module docstring."""
+    ``tasks/`` or ``meta/`` directory), or of the root itself when it is a role (a role watches.yaml names by
+    its path), within the bounds of the module docstring. A role is read once, however often it is found."""
     found = RoleFiles()
     total = 0
-    for role in (r for root in roots for r in sorted(root.iterdir()) if _is_role(r)):
+    for role in _roles(roots):
         for sub, suffixes, into in [(d, YAML_SUFFIXES, found.yaml) for d in YAML_DIRS] + [
             (TEMPLATE_DIR, None, found.templates)
         ]:
@@ -63,6 +66,18 @@ def role_files(roots: list[Path]) -> RoleFiles:
                 total += size
                 into.append(path)
     return found
+
+
+def _roles(roots: list[Path]) -> list[Path]:
+    """The roles under (or at) ``roots``, in order, each once (by where it really is), named as found."""
+    seen: dict[Path, Path] = {}
+    for root in roots:
+        if not root.is_dir():
+            continue
+        for role in [root] if _is_role(root) else sorted(root.iterdir()):
+            if _is_role(role):
+                seen.setdefault(role.resolve(), role)
+    return list(seen.values())
 
 
 def _is_role(path: Path) -> bool:

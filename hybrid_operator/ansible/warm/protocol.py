@@ -16,10 +16,11 @@ the real ``ansible-playbook`` instead of forking: the run's environment changes 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 MAX_LINE = 8 << 20  # bytes: a run's environment is the biggest part (the operator's own is in it)
+MAX_PREPARED = 1000  # directories a warm-up may name for the zygote to prepare
 TIMED_OUT_RC = 254  # what ansible-runner reports for a run it killed at its timeout
 
 
@@ -40,6 +41,8 @@ class RunSpec:
 @dataclass(frozen=True)
 class WarmUp:
     run: RunSpec
+    # Absolute directories whose roles the zygote prepares besides its roles path (``warm.project``).
+    prepare: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ def decode(line: bytes) -> Message:
     op = raw["op"]
     if op in ("warm-up", "run"):
         run = _run_spec(_field(raw, "run", dict))
-        return WarmUp(run) if op == "warm-up" else Run(_id(raw), run)
+        return WarmUp(run, _prepare(raw)) if op == "warm-up" else Run(_id(raw), run)
     if op == "ready":
         return Ready(
             pid=_pid(raw),
@@ -134,6 +137,15 @@ def _run_spec(raw: dict[str, Any]) -> RunSpec:
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
         raise ProtocolError(f"run.timeout: {timeout!r} is not a positive number of seconds")
     return RunSpec(argv, env, _field(raw, "cwd", str), _field(raw, "output", str), timeout, _field(raw, "cold", bool))
+
+
+def _prepare(raw: dict[str, Any]) -> list[str]:
+    dirs = raw.get("prepare", [])
+    if not isinstance(dirs, list) or len(dirs) > MAX_PREPARED:
+        raise ProtocolError(f"prepare: not a list of at most {MAX_PREPARED} directories")
+    if not all(isinstance(d, str) and d.startswith("/") and "\0" not in d for d in dirs):
+        raise ProtocolError("prepare: not a list of absolute paths")
+    return dirs
 
 
 def _field(raw: dict[str, Any], name: str, kind: type[Any] | tuple[type[Any], ...]) -> Any:

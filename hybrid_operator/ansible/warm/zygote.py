@@ -43,6 +43,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hybrid_operator.ansible import compat, forking
 from hybrid_operator.ansible.privatedirs import new_temp_dir
@@ -55,6 +56,7 @@ from hybrid_operator.ansible.warm import (
     inworker,
     lean,
     parsed,
+    payloads,
     plugindocs,
     project,
     protocol,
@@ -92,6 +94,9 @@ class ZygoteServer:
         self._local_tmps: dict[int, str] = {}  # pid -> that run's own local temp dir
         self._done: dict[int, int] = {}  # read end of a run's done pipe -> its pid, until it said or was reaped
         self.tmp_root = ""
+        self._payload_names: list[str] = []  # the modules whose payloads the builder prepares after the start
+        self._builder: int | None = None
+        self._prepare: list[Path] = []  # roles (or dirs of roles) to prepare besides the roles path
 
     def send(self, message: protocol.Message) -> None:
         self.sock.sendall(protocol.encode(message))
@@ -102,14 +107,13 @@ class ZygoteServer:
         started = time.monotonic()
         version = compat.check_version()
         request = self._first_message()
+        self._prepare = [Path(d) for d in request.prepare]
         self.tmp_root = compat.use_local_tmp()  # Ansible reads its configuration here, from the shared environment
         import ansible.cli.playbook  # noqa: F401 - the import is the point: it is shared by every run
 
         docs_problems = plugindocs.install()  # before the warm-up: the plugins it loads are noted
         rc = self.warm_up(request.run)
         if rc != 0:
-            from pathlib import Path  # only on this path: the zygote's imports are what every run shares
-
             from hybrid_operator.ansible.running import load_error
 
             reason = load_error(Path(request.run.output))
@@ -156,6 +160,8 @@ class ZygoteServer:
                 os.getpid(), version, seconds, in_worker, why_not_in_worker, "; ".join(not_lean), settled.describe()
             )
         )
+        channels = [self.sock.fileno(), self._wake_r, self._wake_w]
+        self._builder = payloads.fork_builder(self._payload_names, inworker.shareable, channels)
 
     @staticmethod
     def share_plugins(docs_problems: list[str]) -> None:
@@ -173,13 +179,16 @@ class ZygoteServer:
         """What every run would otherwise do for the roles on the roles path: parse their YAML, compile their
         templates (``project``, ``parsed``, ``templates``)."""
         started = time.monotonic()
-        files = project.role_files(project.roles_path_entries(os.environ.get("ANSIBLE_ROLES_PATH")))
+        roots = project.roles_path_entries(os.environ.get("ANSIBLE_ROLES_PATH"))
+        files = project.role_files([*roots, *self._prepare])
         for name, problems in (("parsed files", parsed.install()), ("template", templates.install())):
             if problems:
                 print(f"zygote: no {name} cache: {'; '.join(problems)}", file=sys.stderr)
         role_data = parsed.parse(files.yaml)
         compiled = templates.warm(role_data, files.templates)
         tried, loaded = actions.preload_role_actions(role_data)
+        if inworker.installed():  # else each run builds its payloads in a cache of its own
+            self._payload_names = actions.action_names(role_data)
         seconds = time.monotonic() - started
         print(
             f"zygote: {len(role_data)} role files parsed, {compiled} templates compiled, {loaded} action plugins "
@@ -301,6 +310,8 @@ class ZygoteServer:
                 return
             if pid == 0:
                 return
+            if pid == self._builder:
+                self._builder = None
             shutil.rmtree(self._local_tmps.pop(pid, ""), ignore_errors=True)
             self._forget_done_pipe(pid)
             running = self.running.get(pid)
@@ -335,6 +346,9 @@ class ZygoteServer:
 
     def stop_all(self) -> None:
         """The executor went away: stop every run (as at a timeout, without the wait between stages)."""
+        if self._builder is not None:  # what it has not built yet, the next zygote's runs build
+            with contextlib.suppress(OSError):
+                os.kill(self._builder, signal.SIGKILL)
         groups = [terminate(pid) for pid in self.running]
         time.sleep(0.2 if groups else 0)
         for run_groups in groups:

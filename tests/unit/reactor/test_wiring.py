@@ -89,8 +89,9 @@ def test_failed_output_is_logged_unless_run_events_are_off(level: str, shown: bo
 def executor(monkeypatch: pytest.MonkeyPatch) -> FakeExecutor:
     fake = FakeExecutor()
 
-    def build_executor(cfg: Config, *, extra_ansible_args: str = "") -> FakeExecutor:
+    def build_executor(cfg: Config, *, extra_ansible_args: str = "", watches: Any = ()) -> FakeExecutor:
         fake.extra_ansible_args = extra_ansible_args
+        fake.watches = list(watches)
         return fake
 
     monkeypatch.setattr(wiring, "build_executor", build_executor)
@@ -109,10 +110,12 @@ def test_the_runtime_wires_one_executor_and_proxy_into_the_reconciler(
         on_child=print,
         caches=caches,
         extra_ansible_args="--check",
+        watches=[watch()],
     )
     with Lifecycle(grace=5) as lifecycle:
         runtime.add_to(lifecycle)
         assert executor.extra_ansible_args == "--check"
+        assert executor.watches == [watch()]  # the warm executor prepares the roles they run
         proxy = runtime.proxy
         assert isinstance(proxy, FakeProxy)
         assert (proxy.kube, proxy.inject, proxy.on_child, proxy.caches) == (kube, False, print, caches)

@@ -16,6 +16,7 @@ RUN = protocol.RunSpec(["ansible-playbook", "site.yml"], {"PATH": "/bin"}, "/tmp
     "message",
     [
         protocol.WarmUp(RUN),
+        protocol.WarmUp(RUN, ["/opt/ansible/roles/memcached", "/srv/operator/playbooks/roles"]),
         protocol.Run(3, RUN),
         protocol.Run(4, protocol.RunSpec(["a"], {}, "/", "/o", None)),
         protocol.Ready(1234, "2.21.5", 1.5, True, "", "", "812345 objects of the warm-up immortal in 0.21s"),
@@ -30,6 +31,28 @@ def test_every_message_survives_the_trip(message: protocol.Message) -> None:
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     decoded = protocol.decode(line)
     assert decoded == message or (isinstance(message, protocol.Ready) and decoded.seconds == message.seconds)
+
+
+_WARM_UP = json.loads(protocol.encode(protocol.WarmUp(RUN)))
+
+
+@pytest.mark.parametrize(
+    "prepare",
+    [
+        "/opt/ansible/roles",  # not a list
+        ["roles/memcached"],  # relative: whose working directory?
+        ["/opt/ansible/roles\0/etc"],
+        [7],
+        ["/r"] * (protocol.MAX_PREPARED + 1),
+    ],
+)
+def test_a_warm_up_naming_anything_but_absolute_directories_is_refused(prepare: object) -> None:
+    with pytest.raises(protocol.ProtocolError, match="prepare"):
+        protocol.decode(json.dumps({**_WARM_UP, "prepare": prepare}).encode())
+
+
+def test_a_warm_up_without_directories_to_prepare_still_reads() -> None:
+    assert protocol.decode(json.dumps({"op": "warm-up", "run": _WARM_UP["run"]}).encode()) == protocol.WarmUp(RUN)
 
 
 @pytest.mark.parametrize(

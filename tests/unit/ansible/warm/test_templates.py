@@ -160,6 +160,16 @@ def test_role_files_finds_the_yaml_and_templates_of_roles(tmp_path: Path) -> Non
     assert [p.name for p in found.templates] == ["t.j2"] and not found.truncated
 
 
+def test_role_files_takes_a_role_given_itself_once_however_often_it_is_found(tmp_path: Path) -> None:
+    _role(tmp_path, "web", {"tasks/main.yml": "---\n", "templates/t.j2": "{{ a }}"})
+    _role(tmp_path, "db", {"tasks/main.yml": "---\n"})
+    (tmp_path / "alias").symlink_to(tmp_path / "web")
+    found = project.role_files([tmp_path / "web", tmp_path, tmp_path / "alias", tmp_path / "missing"])
+    names = [p.relative_to(tmp_path).as_posix() for p in found.yaml]
+    assert names == ["web/tasks/main.yml", "db/tasks/main.yml"]  # the role itself first, then the others
+    assert [p.name for p in found.templates] == ["t.j2"]
+
+
 def test_role_files_stops_at_its_bounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _role(tmp_path, "big", {f"tasks/{i}.yml": "---\n" for i in range(5)})
     monkeypatch.setattr(project, "MAX_FILES", 3)
