@@ -48,3 +48,27 @@ def test_roles_named_by_path_are_prepared_and_their_runs_are_the_same(tmp_path: 
     assert "did not build" not in prepared_log
     assert prepared["status"] == plain["status"] and prepared["counts"] == plain["counts"]
     assert prepared["events"] == plain["events"]
+
+
+def test_a_role_holding_a_template_that_does_not_compile_leaves_the_warm_path_on(tmp_path: Path) -> None:
+    """A task never run, or a role of a version not deployed (Kiali's ``roles/<version>/...``), may hold a
+    source that does not compile: the zygote prepares the rest and the runs stay warm."""
+    roles = tmp_path / "roles"
+    broken = roles / "v1.0" / "broken" / "tasks"
+    broken.mkdir(parents=True)
+    (broken / "main.yml").write_text(
+        '- name: never run\n  ansible.builtin.debug:\n    msg: "{{ x + }}"\n  when: "y +"\n', encoding="utf-8"
+    )
+    (roles / "v1.0" / "broken" / "templates").mkdir()
+    (roles / "v1.0" / "broken" / "templates" / "t.j2").write_text("{% if %}\n", encoding="utf-8")
+    settings = ExecutorSettings(artifacts_root=tmp_path / "artifacts", prepared_dirs=(roles, ROLES / "warm"))
+    warm = WarmExecutor(settings)
+    try:
+        warm.wait_until_ready()
+        assert warm.off == ""  # the warm path stayed on
+        log = (warm.home / "zygote.log").read_text()
+        assert _count(r"zygote: (\d+) role files parsed", log) == 2  # the nested role and the run's own
+        result = warm.run(replace(request(spec={"x": 2}), role=str(ROLES / "warm")))
+        assert result.succeeded and result.status["x"] == "2"
+    finally:
+        warm.close()

@@ -214,18 +214,24 @@ def hook_template_cache(cache: CodeCache) -> None:
     AnsibleEnvironment.compile_expression = cached_compile_expression
 
 
-def precompile(templates: Iterable[str], expressions: Iterable[str], template_files: Iterable[str]) -> None:
+def precompile(templates: Iterable[str], expressions: Iterable[str], template_files: Iterable[str]) -> int:
     """Compile (never render) these as Ansible would: task arguments and variables (``templates``),
     conditionals (``expressions``, already stripped) and the contents of template files (the ``template``
     action compiles them without backslash escaping). Filling the hooked cache is the point; a source that
-    does not compile only costs its try."""
+    does not compile only costs its try (since 2.19 Ansible defers a compile error into a marker, which needs a
+    template context this has not got: whatever it raises is left for the run that renders it to report).
+    How many did not compile."""
     from ansible._internal._templating._engine import TemplateEngine, TemplateOptions
 
     engine = TemplateEngine()
     unescaped = TemplateOptions(escape_backslashes=False, preserve_trailing_newlines=False)
-    for text in templates:
-        engine._compile_template(text, TemplateOptions.DEFAULT)
-    for text in template_files:
-        engine._compile_template(text, unescaped)
-    for text in expressions:
-        engine._compile_expression(text, unescaped)
+    work: list[tuple[Any, str, Any]] = [(engine._compile_template, text, TemplateOptions.DEFAULT) for text in templates]
+    work += [(engine._compile_template, text, unescaped) for text in template_files]
+    work += [(engine._compile_expression, text, unescaped) for text in expressions]
+    failed = 0
+    for compile_, text, options in work:
+        try:
+            compile_(text, options)
+        except Exception:
+            failed += 1
+    return failed

@@ -22,6 +22,7 @@ MAX_BYTES = 32 << 20
 # A role's directories that hold YAML Ansible loads (tasks, handlers, variables, its argument specs).
 YAML_DIRS = ("tasks", "handlers", "defaults", "vars", "meta")
 TEMPLATE_DIR = "templates"
+ROLE_DEPTH = 3  # directories below a roles path entry a role may sit at (its name then holds slashes)
 YAML_SUFFIXES = (".yml", ".yaml", ".json")
 
 
@@ -45,8 +46,8 @@ def roles_path_entries(value: str | None) -> list[Path]:
 
 
 def role_files(roots: list[Path]) -> RoleFiles:
-    """The YAML and template files of every role directly under ``roots`` (a role: a directory with a
-    ``tasks/`` or ``meta/`` directory), or of the root itself when it is a role (a role watches.yaml names by
+    """The YAML and template files of every role under ``roots`` (a role: a directory with a ``tasks/`` or
+    ``meta/`` directory; see ``_roles``), or of the root itself when it is a role (a role watches.yaml names by
     its path), within the bounds of the module docstring. A role is read once, however often it is found."""
     found = RoleFiles()
     total = 0
@@ -69,15 +70,28 @@ def role_files(roots: list[Path]) -> RoleFiles:
 
 
 def _roles(roots: list[Path]) -> list[Path]:
-    """The roles under (or at) ``roots``, in order, each once (by where it really is), named as found."""
+    """The roles at or under ``roots`` (down to ``ROLE_DEPTH`` directories: a role's name may hold slashes, as
+    Kiali's ``roles/<version>/kiali-deploy``), in order, each once (by where it really is), named as found. A
+    role's own directories are never searched for roles, nor hidden ones; a symbolic link below a root counts
+    if it is a role, and is not followed otherwise. At most ``MAX_FILES`` directories are looked into."""
     seen: dict[Path, Path] = {}
+    budget = [MAX_FILES]
     for root in roots:
-        if not root.is_dir():
-            continue
-        for role in [root] if _is_role(root) else sorted(root.iterdir()):
-            if _is_role(role):
-                seen.setdefault(role.resolve(), role)
+        if root.is_dir():
+            _find_roles(root, 0, seen, budget)
     return list(seen.values())
+
+
+def _find_roles(path: Path, depth: int, seen: dict[Path, Path], budget: list[int]) -> None:
+    if _is_role(path):
+        seen.setdefault(path.resolve(), path)
+        return
+    if depth >= ROLE_DEPTH or budget[0] <= 0 or (depth and path.is_symlink()):
+        return
+    budget[0] -= 1
+    for child in sorted(path.iterdir()):
+        if child.is_dir() and not child.name.startswith("."):
+            _find_roles(child, depth + 1, seen, budget)
 
 
 def _is_role(path: Path) -> bool:

@@ -133,7 +133,10 @@ class ZygoteServer:
             if in_worker:
                 inworker.preload()
         smallhooks.install()
-        self.prepare_roles()
+        try:
+            self.prepare_roles()
+        except Exception as exc:  # what is not prepared, each run does itself, as without a zygote
+            print(f"zygote: roles not prepared ahead: {type(exc).__name__}: {exc}", file=sys.stderr)
         problems = compat.private_state_problems(populated=self.warms_up_in_itself)
         if problems:
             raise compat.UnsupportedAnsible(

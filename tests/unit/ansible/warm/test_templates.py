@@ -69,6 +69,9 @@ out["plugins"] = [
     "context, " in second.compile("{{ 1 | hyop_probe }}", raw=True),  # Jinja passes the context there
 ]
 out["counts_plugins"] = counts()
+# A role may hold sources that do not compile (a task never run, a template of a version not deployed):
+# precompiling them raises nothing, whatever Ansible does with the error (since 2.19: a deferred marker).
+out["precompile_broken"] = compat.precompile(["{{ a + }}", "ok {{ a }}"], ["a +"], ["{% if %}"])
 print(json.dumps(out))
 """
 
@@ -103,6 +106,7 @@ def test_cached_templates_render_what_jinja_compiles() -> None:
     assert hooked["after_errors"] == [9, 9]  # a source that does not compile is never cached
     # The filter's pass_context differs between the environments: a miss for each, a hit after each.
     assert [b - a for a, b in zip(hooked["after_errors"], hooked["counts_plugins"], strict=True)] == [2, 2]
+    assert hooked["precompile_broken"] == plain["precompile_broken"] == 3  # counted, none raised
 
 
 def test_the_key_tells_apart_what_changes_the_code() -> None:
@@ -168,6 +172,25 @@ def test_role_files_takes_a_role_given_itself_once_however_often_it_is_found(tmp
     names = [p.relative_to(tmp_path).as_posix() for p in found.yaml]
     assert names == ["web/tasks/main.yml", "db/tasks/main.yml"]  # the role itself first, then the others
     assert [p.name for p in found.templates] == ["t.j2"]
+
+
+def test_role_files_finds_roles_whose_names_hold_slashes_down_to_its_depth(tmp_path: Path) -> None:
+    _role(tmp_path, "v2.27/kiali-deploy", {"tasks/main.yml": "---\n"})  # Kiali's roles/<version>/<role>
+    _role(tmp_path, "a/b/deep", {"tasks/main.yml": "---\n"})
+    _role(tmp_path, "a/b/c/too-deep", {"tasks/main.yml": "---\n"})
+    _role(tmp_path, ".hidden/role", {"tasks/main.yml": "---\n"})
+    _role(tmp_path, "web", {"tasks/main.yml": "---\n", "tasks/inner/tasks/x.yml": "---\n"})
+    (tmp_path / "loop").mkdir()
+    (tmp_path / "loop" / "back").symlink_to(tmp_path)  # a link below a root that is no role: not followed
+    found = project.role_files([tmp_path])
+    names = sorted(p.relative_to(tmp_path).as_posix() for p in found.yaml)
+    # A role's own directories are its files, never other roles (web/tasks/inner is web's).
+    assert names == [
+        "a/b/deep/tasks/main.yml",
+        "v2.27/kiali-deploy/tasks/main.yml",
+        "web/tasks/inner/tasks/x.yml",
+        "web/tasks/main.yml",
+    ]
 
 
 def test_role_files_stops_at_its_bounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
