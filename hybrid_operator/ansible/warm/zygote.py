@@ -179,8 +179,9 @@ class ZygoteServer:
             plugindocs.preload_lookups()
 
     def prepare_roles(self) -> None:
-        """What every run would otherwise do for the roles on the roles path: parse their YAML, compile their
-        templates (``project``, ``parsed``, ``templates``)."""
+        """What every run would otherwise do for the roles on the roles path and in the directories the warm-up
+        request named: parse their YAML, compile their templates, load their action plugins (``project``,
+        ``parsed``, ``templates``, ``actions``), and note the modules whose payloads the builder prepares."""
         started = time.monotonic()
         roots = project.roles_path_entries(os.environ.get("ANSIBLE_ROLES_PATH"))
         files = project.role_files([*roots, *self._prepare])
