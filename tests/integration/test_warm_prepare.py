@@ -9,7 +9,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from hybrid_operator.ansible.running import ExecutorSettings
+from hybrid_operator.ansible.warm import payloads
 from hybrid_operator.ansible.warm.executor import WarmExecutor
 from tests.integration.test_warm_executor import ROLES, outcome, request
 
@@ -35,6 +38,13 @@ def _count(pattern: str, log: str) -> int:
     found = re.search(pattern, log)
     assert found is not None, log
     return int(found.group(1))
+
+
+@pytest.fixture(autouse=True)
+def _payload_builder_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The product's default, whatever the suite's environment says (hack/test.sh turns it off for the other
+    integration tests: each of their hundreds of operator starts would build payloads it mostly never runs)."""
+    monkeypatch.delenv(payloads.DISABLE_ENV, raising=False)
 
 
 def test_roles_named_by_path_are_prepared_and_their_runs_are_the_same(tmp_path: Path) -> None:
