@@ -75,23 +75,17 @@ def _roles(roots: list[Path]) -> list[Path]:
     role's own directories are never searched for roles, nor hidden ones; a symbolic link below a root counts
     if it is a role, and is not followed otherwise. At most ``MAX_FILES`` directories are looked into."""
     seen: dict[Path, Path] = {}
-    budget = [MAX_FILES]
-    for root in roots:
-        if root.is_dir():
-            _find_roles(root, 0, seen, budget)
+    looked_into = 0
+    stack = [(root, 0) for root in reversed(roots) if root.is_dir()]
+    while stack:
+        path, depth = stack.pop()
+        if _is_role(path):
+            seen.setdefault(path.resolve(), path)
+        elif depth < ROLE_DEPTH and looked_into < MAX_FILES and not (depth and path.is_symlink()):
+            looked_into += 1
+            children = [c for c in sorted(path.iterdir()) if c.is_dir() and not c.name.startswith(".")]
+            stack += [(child, depth + 1) for child in reversed(children)]
     return list(seen.values())
-
-
-def _find_roles(path: Path, depth: int, seen: dict[Path, Path], budget: list[int]) -> None:
-    if _is_role(path):
-        seen.setdefault(path.resolve(), path)
-        return
-    if depth >= ROLE_DEPTH or budget[0] <= 0 or (depth and path.is_symlink()):
-        return
-    budget[0] -= 1
-    for child in sorted(path.iterdir()):
-        if child.is_dir() and not child.name.startswith("."):
-            _find_roles(child, depth + 1, seen, budget)
 
 
 def _is_role(path: Path) -> bool:

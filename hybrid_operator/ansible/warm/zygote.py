@@ -94,7 +94,6 @@ class ZygoteServer:
         self._local_tmps: dict[int, str] = {}  # pid -> that run's own local temp dir
         self._done: dict[int, int] = {}  # read end of a run's done pipe -> its pid, until it said or was reaped
         self.tmp_root = ""
-        self._payload_names: list[str] = []  # the modules whose payloads the builder prepares after the start
         self._builder: int | None = None
         self._prepare: list[Path] = []  # roles (or dirs of roles) to prepare besides the roles path
 
@@ -133,8 +132,9 @@ class ZygoteServer:
             if in_worker:
                 inworker.preload()
         smallhooks.install()
+        payload_names: list[str] = []
         try:
-            self.prepare_roles()
+            payload_names = self.prepare_roles()
         except Exception as exc:  # what is not prepared, each run does itself, as without a zygote
             print(f"zygote: roles not prepared ahead: {type(exc).__name__}: {exc}", file=sys.stderr)
         problems = compat.private_state_problems(populated=self.warms_up_in_itself)
@@ -164,7 +164,7 @@ class ZygoteServer:
             )
         )
         channels = [self.sock.fileno(), self._wake_r, self._wake_w]
-        self._builder = payloads.fork_builder(self._payload_names, inworker.shareable, channels)
+        self._builder = payloads.fork_builder(payload_names, inworker.shareable, channels)
 
     @staticmethod
     def share_plugins(docs_problems: list[str]) -> None:
@@ -178,10 +178,11 @@ class ZygoteServer:
         else:
             plugindocs.preload_lookups()
 
-    def prepare_roles(self) -> None:
+    def prepare_roles(self) -> list[str]:
         """What every run would otherwise do for the roles on the roles path and in the directories the warm-up
         request named: parse their YAML, compile their templates, load their action plugins (``project``,
-        ``parsed``, ``templates``, ``actions``), and note the modules whose payloads the builder prepares."""
+        ``parsed``, ``templates``, ``actions``); the task names whose modules' payloads the builder prepares (none
+        when runs keep them each in a cache of their own)."""
         started = time.monotonic()
         roots = project.roles_path_entries(os.environ.get("ANSIBLE_ROLES_PATH"))
         files = project.role_files([*roots, *self._prepare])
@@ -191,8 +192,6 @@ class ZygoteServer:
         role_data = parsed.parse(files.yaml)
         compiled = templates.warm(role_data, files.templates)
         tried, loaded = actions.preload_role_actions(role_data)
-        if inworker.installed():  # else each run builds its payloads in a cache of its own
-            self._payload_names = actions.action_names(role_data)
         seconds = time.monotonic() - started
         print(
             f"zygote: {len(role_data)} role files parsed, {compiled} templates compiled, {loaded} action plugins "
@@ -202,6 +201,7 @@ class ZygoteServer:
         if files.truncated:
             count = len(files.yaml) + len(files.templates)
             print(f"zygote: only the first {count} role files prepared", file=sys.stderr)
+        return actions.action_names(role_data) if inworker.installed() else []
 
     def _first_message(self) -> protocol.WarmUp:
         while True:
