@@ -280,9 +280,12 @@ class Reconciler:
     ) -> Outcome:
         watch = ctx.watch
         verdict = status_mod.verdict(before, result, manage_status=watch.manage_status)
-        fresh = self._fresh(ctx, before)
-        if fresh is None:
-            # Deleted while we ran: nothing left to report.
+        # A finalizer's removal must not fail on a stale copy (a conflict there would run the finalizer
+        # again): read the object. The status write checks its resourceVersion, so it starts from the newest
+        # copy at hand and reads the object only if that copy turns out stale.
+        fresh = self._fresh(ctx, before) if deleting else self._known(key, ctx, before)
+        if fresh is None or uid_of(fresh) != uid_of(before):
+            # Deleted while we ran (and perhaps made again, a new object): nothing left to report.
             return Outcome(succeeded=verdict.succeeded, reason=verdict.metric_reason)
         if deleting and verdict.succeeded and watch.finalizer is not None:
             self._record_role_events(fresh, result)
@@ -363,6 +366,17 @@ class Reconciler:
                 if now - at <= WRITTEN_TTL:
                     break
                 del self._written[oldest_key]
+
+    def _known(self, key: Key, ctx: KindContext, before: KubeObject) -> KubeObject | None:
+        """The newest copy of the object at hand, with no request: the one the run started from (after our
+        Running write), the watch's cache or our own last write. A role's status requests for its own object
+        come back in the run's result (``k8s_status``), so most runs leave the object as it was and the cache
+        is current; a stale copy costs one conflict and a read. Not in the cache (deleted, or no longer
+        selected): read from the API server (None: it is gone)."""
+        cached = self._newest(key, ctx.lookup(namespace_of(before), name_of(before)))
+        if cached is None:
+            return self._fresh(ctx, before)
+        return cached if _resource_version(cached) >= _resource_version(before) else before
 
     def _fresh(self, ctx: KindContext, before: KubeObject) -> KubeObject | None:
         return self.kube.get_or_none(ctx.resource, namespace_of(before), name_of(before))

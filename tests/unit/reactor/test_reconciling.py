@@ -470,6 +470,64 @@ def test_a_conflicting_status_write_is_recomputed_from_the_fresh_object(world: W
     assert conditions(world.kube.stored())["Successful"]["status"] == "True"
 
 
+def counted_reads(world: World) -> list[int]:
+    """How many times the reconciler reads the object from the API server (one entry per read)."""
+    reads: list[int] = []
+    world.kube.on_get = lambda: reads.append(1)
+    return reads
+
+
+def test_a_run_that_left_its_object_alone_gets_its_status_without_a_read(world: World) -> None:
+    world.kube.put(cr(generation=2, status={"observedGeneration": 2}))
+    reads = counted_reads(world)
+    assert world.reconcile().succeeded
+    assert conditions(world.kube.stored())["Successful"]["status"] == "True"
+    assert reads == []  # the watch's copy is the object: the status patch checks its resourceVersion
+
+
+def test_a_cache_behind_a_change_made_during_the_run_costs_one_conflict_and_one_read(world: World) -> None:
+    world.kube.put(cr(generation=1))
+    stale = world.kube.stored()
+    world.cache = lambda ns, name: copy.deepcopy(stale)  # the watch never catches up during this test
+
+    def labelled() -> None:
+        obj = world.kube.stored()
+        obj["metadata"]["labels"] = {"changed": "during-the-run"}
+        world.kube.put(obj)
+
+    world.executor.during = labelled
+    reads = counted_reads(world)
+    assert world.reconcile().succeeded
+    stored = world.kube.stored()
+    assert conditions(stored)["Successful"]["status"] == "True"
+    assert stored["metadata"]["labels"] == {"changed": "during-the-run"}
+    assert reads == [1]
+
+
+def test_an_object_made_again_under_its_name_during_the_run_gets_no_status(world: World) -> None:
+    world.kube.put(cr())
+
+    def made_again() -> None:
+        world.kube.delete("ns", "mc")
+        world.kube.put(cr(uid="uid-2"))
+
+    world.executor.during = made_again
+    assert world.reconcile().succeeded
+    assert "status" not in world.kube.stored()  # the new object is not the one the run reconciled
+    assert world.recorder.events == []
+
+
+def test_an_object_the_watch_no_longer_holds_is_read_before_its_status(world: World) -> None:
+    world.kube.put(cr(generation=2, status={"observedGeneration": 2}))
+    held = {"yes": True}
+    world.cache = lambda ns, name: world.kube.stored(ns, name) if held["yes"] else None
+    world.executor.during = lambda: held.update(yes=False)  # e.g. its labels left the watch's selector
+    reads = counted_reads(world)
+    assert world.reconcile().succeeded
+    assert conditions(world.kube.stored())["Successful"]["status"] == "True"
+    assert reads == [1]
+
+
 def test_a_status_that_keeps_conflicting_is_a_temporary_error(world: World) -> None:
     world.kube.put(cr(generation=2, status={"observedGeneration": 2}))
     world.kube.fail_next_patch = [ApiError(409, "Conflict")] * 4
