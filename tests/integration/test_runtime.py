@@ -7,10 +7,15 @@ fails on request, holds a per-object lock to catch overlapping runs, and a final
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+from kubernetes import client
 
+from tests.helpers import successful
 from tests.integration.conftest import FIXTURES, Objects, condition, wait_until
 
 pytestmark = pytest.mark.integration
@@ -131,3 +136,71 @@ def test_bad_watches_file_fails_at_start_naming_entry_and_field(operator, tmp_pa
     op = operator(bad, wait_ready=False)
     assert op.proc.wait(60) == 2
     assert "entry 0 (x.example.com/v1/X): field 'reconcilePeriod'" in op.log()
+
+
+COUNTED_ROLE = """---
+- name: Report the spec's message, in the run's result
+  hybrid_operator.util.k8s_status:
+    api_version: test.hybrid-operator.dev/v1
+    kind: Counted
+    name: "{{ ansible_operator_meta.name }}"
+    namespace: "{{ ansible_operator_meta.namespace }}"
+    status:
+      echoed: "{{ message }}"
+"""
+_REQUEST_LINE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.MULTILINE)
+
+
+def requests_on(api: client.ApiClient, plural: str) -> Counter[str]:
+    """What the API server itself counted on ``plural`` of the test group: by verb, ``/status`` for the
+    status subresource (its ``apiserver_request_total``, which counts every client of every namespace)."""
+    headers = dict(api.default_headers)
+    for key, token in (api.configuration.api_key or {}).items():  # a token kubeconfig (the beds' use certs)
+        prefix = (api.configuration.api_key_prefix or {}).get(key)
+        headers["Authorization"] = f"{prefix} {token}" if prefix else str(token)
+    response = api.call_api("GET", f"{api.configuration.host}/metrics", header_params=headers)
+    assert response.status == 200, response.status
+    counted: Counter[str] = Counter()
+    for match in _REQUEST_LINE.finditer(response.read().decode()):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
+        if labels.get("group") == G and labels.get("resource") == plural:
+            sub = labels.get("subresource", "")
+            counted[labels["verb"] + (f"/{sub}" if sub else "")] += int(float(match["value"]))
+    return counted
+
+
+def test_a_reconcile_reads_nothing_back_from_the_api_server(operator, objects: Objects, api, tmp_path: Path) -> None:
+    """After a run the status goes out as one patch from the copy the watch holds (its resourceVersion checked
+    by the API server): a run that leaves its object alone costs its kind no GET, only the Running and the
+    final status patches. Waited for with LISTs, so that the test's own reads are not GETs either."""
+    tasks = tmp_path / "roles" / "counted" / "tasks"
+    tasks.mkdir(parents=True)
+    (tasks / "main.yml").write_text(COUNTED_ROLE)
+    watches = tmp_path / "watches.yaml"
+    watches.write_text(f"---\n- version: {V}\n  group: {G}\n  kind: Counted\n  role: {tasks.parent}\n")
+    operator(watches)
+    custom = client.CustomObjectsApi(api)
+
+    def all_successful(generations: dict[str, int]) -> dict[str, dict[str, Any]] | None:
+        listed = cast(dict[str, Any], custom.list_namespaced_custom_object(G, V, objects.namespace, "counteds"))
+        items = listed["items"]
+        done = {o["metadata"]["name"]: o for o in items if successful(o, generations.get(o["metadata"]["name"]))}
+        return done if set(done) >= set(generations) else None
+
+    before = requests_on(api, "counteds")
+    for name in ("one", "two"):
+        objects.create(
+            G,
+            V,
+            "counteds",
+            {"apiVersion": f"{G}/{V}", "kind": "Counted", "metadata": {"name": name}, "spec": {"message": "hi"}},
+        )
+    wait_until(lambda: all_successful({"one": 1, "two": 1}), 60, "both Counteds Successful")
+    objects.patch(G, V, "counteds", "one", {"spec": {"message": "changed"}})
+    done = wait_until(lambda: all_successful({"one": 2, "two": 1}), 60, "one Successful at generation 2")
+    assert done is not None
+    assert done["one"]["status"]["echoed"] == "changed"
+    spent = requests_on(api, "counteds") - before
+    assert spent["GET"] == 0, spent
+    # Running and the final status for each of the three generations; a conflict would add one of each.
+    assert spent["PATCH/status"] >= 6, spent
