@@ -24,7 +24,6 @@ import os
 import secrets
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,7 +35,7 @@ from hybrid_operator.ansible.reserved import reservations
 from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import Executor, RunRequest
 from hybrid_operator.errors import InvalidObject, OperatorError, TemporaryError
-from hybrid_operator.kube import patching, storing
+from hybrid_operator.kube import patching
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject, Resource
 from hybrid_operator.kube.events import EventRecorder
 from hybrid_operator.kube.objects import (
@@ -45,7 +44,6 @@ from hybrid_operator.kube.objects import (
     is_deleting,
     name_of,
     namespace_of,
-    resource_version_of,
     uid_of,
 )
 from hybrid_operator.kube.owners import Owner
@@ -54,6 +52,7 @@ from hybrid_operator.proxy.server import ApiProxy
 from hybrid_operator.reactor import admitting
 from hybrid_operator.reactor import status as status_mod
 from hybrid_operator.reactor.annotations import RunSettings
+from hybrid_operator.reactor.ownwrites import OwnWrites, resource_version
 from hybrid_operator.reactor.queueing import Key, resync_delay
 from hybrid_operator.reactor.resuming import RECORD
 from hybrid_operator.settings.watches import Watch
@@ -61,7 +60,6 @@ from hybrid_operator.settings.watches import Watch
 log = logging.getLogger(__name__)
 
 MIN_REQUEUE = 1.0  # seconds: the least requeue_after a role gets, as the reconcile-period annotation's floor
-WRITTEN_TTL = 120.0  # seconds our own status write stands in for a cache that has not delivered it yet
 _T = TypeVar("_T")
 OWNER_ENV = "HYBRID_OPERATOR_OWNER"  # tells the hybrid_operator.util plugins which object this run is for
 
@@ -109,13 +107,9 @@ class Reconciler:
         self.executor = executor
         self.recorder = recorder
         self.proxy = proxy
-        # What our own last write returned, per object: a requeue soon after it may start before the watch
-        # has delivered that write, and must not run on the status from before it. Kept for WRITTEN_TTL
-        # seconds (oldest first), long past any watch's delay: with thousands of objects at rest it must not
-        # hold a second copy of each (``tidy`` drops expired ones when a worker is idle; compact JSON meanwhile).
-        self._written: OrderedDict[Key, tuple[float, bytes | KubeObject]] = OrderedDict()
-        self._written_lock = threading.Lock()
+        self._own = OwnWrites()  # what our own last write of each object returned (``ownwrites``)
         self._floored: set[Key] = set()  # objects whose role asked for a requeue under MIN_REQUEUE (logged once)
+        self._floored_lock = threading.Lock()
         # Per-run kubeconfigs hold the proxy's secret: a private dir, never the artifacts; gone at close().
         self._scratch = TempDir("hybrid-operator-runs-")
         self._kubeconfigs = self._scratch.path
@@ -125,7 +119,7 @@ class Reconciler:
         self._scratch.close()
 
     def reconcile(self, key: Key, ctx: KindContext) -> Outcome:
-        obj = self._newest(key, ctx.lookup(key.namespace, key.name))
+        obj = self._own.newest(key, ctx.lookup(key.namespace, key.name))
         if obj is None:
             return Outcome(succeeded=True)
         watch = ctx.watch
@@ -301,7 +295,7 @@ class Reconciler:
 
         written = self._write_status(ctx, fresh, final)
         if written is not None:
-            self._remember_write(key, written)
+            self._own.remember(key, written)
         self._record_role_events(fresh, result)
         if not verdict.succeeded:
             self.recorder.record(fresh, "Warning", verdict.reason, verdict.text)
@@ -321,7 +315,7 @@ class Reconciler:
         object 65 times in 30 s for as long as it existed. Said once per object, not at every loop."""
         if requested is None or requested >= MIN_REQUEUE:
             return requested
-        with self._written_lock:
+        with self._floored_lock:
             first = key not in self._floored
             if first:
                 if len(self._floored) >= 10_000:
@@ -337,35 +331,9 @@ class Reconciler:
             )
         return MIN_REQUEUE
 
-    def _newest(self, key: Key, cached: KubeObject | None) -> KubeObject | None:
-        """The cached object, or our own later write of it if the watch has not caught up yet."""
-        with self._written_lock:
-            entry = self._written.pop(key, None) if cached is None else self._written.get(key)
-        mine = storing.decode(entry[1]) if entry is not None else None
-        if cached is None or mine is None:
-            return cached
-        if _resource_version(mine) > _resource_version(cached):
-            return mine
-        with self._written_lock:
-            self._written.pop(key, None)  # the cache has caught up
-        return cached
-
-    def _remember_write(self, key: Key, written: KubeObject) -> None:
-        stored = storing.encode(storing.strip(written))
-        with self._written_lock:
-            self._written[key] = (time.monotonic(), stored)
-            self._written.move_to_end(key)
-        self.tidy()
-
     def tidy(self) -> None:
-        """Forget our own writes older than WRITTEN_TTL (the workers call this whenever they are idle)."""
-        now = time.monotonic()
-        with self._written_lock:
-            while self._written:
-                oldest_key, (at, _obj) = next(iter(self._written.items()))
-                if now - at <= WRITTEN_TTL:
-                    break
-                del self._written[oldest_key]
+        """Forget our own writes no watch can still be behind (the workers call this whenever they are idle)."""
+        self._own.tidy()
 
     def _known(self, key: Key, ctx: KindContext, before: KubeObject) -> KubeObject | None:
         """The newest copy of the object at hand, with no request: the one the run started from (after our
@@ -373,10 +341,10 @@ class Reconciler:
         come back in the run's result (``k8s_status``), so most runs leave the object as it was and the cache
         is current; a stale copy costs one conflict and a read. Not in the cache (deleted, or no longer
         selected): read from the API server (None: it is gone)."""
-        cached = self._newest(key, ctx.lookup(namespace_of(before), name_of(before)))
+        cached = self._own.newest(key, ctx.lookup(namespace_of(before), name_of(before)))
         if cached is None:
             return self._fresh(ctx, before)
-        return cached if _resource_version(cached) >= _resource_version(before) else before
+        return cached if resource_version(cached) >= resource_version(before) else before
 
     def _fresh(self, ctx: KindContext, before: KubeObject) -> KubeObject | None:
         return self.kube.get_or_none(ctx.resource, namespace_of(before), name_of(before))
@@ -414,12 +382,6 @@ def _reach(ctx: KindContext, obj: KubeObject) -> Reach:
         return ANYWHERE
     own = {namespace_of(obj)} - {""}
     return Reach(frozenset(own | ctx.watch.run_namespaces))
-
-
-def _resource_version(obj: KubeObject) -> int:
-    """resourceVersions are opaque, but etcd's are increasing integers; anything else compares as 0."""
-    raw = resource_version_of(obj)
-    return int(raw) if raw.isdigit() else 0
 
 
 def _status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -26,7 +26,7 @@ from hybrid_operator.kube.client import ApiError, KubeObject, Resource
 from hybrid_operator.kube.objects import GVK
 from hybrid_operator.kube.owners import Owner
 from hybrid_operator.proxy.confining import ANYWHERE, Reach
-from hybrid_operator.reactor import reconciling
+from hybrid_operator.reactor import ownwrites, reconciling
 from hybrid_operator.reactor.annotations import RECONCILE_PERIOD
 from hybrid_operator.reactor.queueing import Key, resync_delay
 from hybrid_operator.reactor.reconciling import MIN_REQUEUE, OWNER_ENV, KindContext, Outcome, Reconciler
@@ -560,19 +560,20 @@ def test_our_own_writes_are_forgotten_once_no_watch_can_still_be_behind_them(
 ) -> None:
     """With thousands of objects at rest, the reconciler must not hold a second copy of each."""
     now = [1000.0]
-    monkeypatch.setattr(reconciling.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(ownwrites.time, "monotonic", lambda: now[0])
     world.kube.put(cr(generation=2))
     stale = world.kube.stored()
     world.cache = lambda ns, name: copy.deepcopy(stale)
     world.reconcile()
-    written = world.reconciler._written[KEY][1]
+    own = world.reconciler._own
+    written = own.stored(KEY)
     assert isinstance(written, bytes) and b"managedFields" not in written  # compact, and without them
-    now[0] += reconciling.WRITTEN_TTL + 1
-    world.reconciler._remember_write(Key(KEY.gvk, "ns", "other"), {"metadata": {"name": "other"}})
-    assert list(world.reconciler._written) == [Key(KEY.gvk, "ns", "other")]
-    now[0] += reconciling.WRITTEN_TTL + 1
+    now[0] += ownwrites.TTL + 1
+    own.remember(Key(KEY.gvk, "ns", "other"), {"metadata": {"name": "other"}})
+    assert own.keys() == [Key(KEY.gvk, "ns", "other")]
+    now[0] += ownwrites.TTL + 1
     world.reconciler.tidy()  # at rest, with no write to sweep them, an idle worker's call does
-    assert not world.reconciler._written
+    assert own.keys() == []
 
 
 def test_a_cache_that_caught_up_wins_over_our_older_write(world: World) -> None:
