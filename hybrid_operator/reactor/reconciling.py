@@ -341,7 +341,7 @@ class Reconciler:
         come back in the run's result (``k8s_status``), so most runs leave the object as it was and the cache
         is current; a stale copy costs one conflict and a read. Not in the cache (deleted, or no longer
         selected): read from the API server (None: it is gone)."""
-        cached = self._own.newest(key, ctx.lookup(namespace_of(before), name_of(before)))
+        cached = self._own.newest(key, ctx.lookup(key.namespace, key.name))
         if cached is None:
             return self._fresh(ctx, before)
         return cached if resource_version(cached) >= resource_version(before) else before

@@ -7,7 +7,6 @@ fails on request, holds a per-object lock to catch overlapping runs, and a final
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, cast
@@ -15,6 +14,7 @@ from typing import Any, cast
 import pytest
 from kubernetes import client
 
+from bench.scraping import metric_sum
 from tests.helpers import successful
 from tests.integration.conftest import FIXTURES, Objects, condition, wait_until
 
@@ -148,24 +148,23 @@ COUNTED_ROLE = """---
     status:
       echoed: "{{ message }}"
 """
-_REQUEST_LINE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.MULTILINE)
 
 
 def requests_on(api: client.ApiClient, plural: str) -> Counter[str]:
-    """What the API server itself counted on ``plural`` of the test group: by verb, ``/status`` for the
-    status subresource (its ``apiserver_request_total``, which counts every client of every namespace)."""
+    """What the API server itself counted on ``plural`` of the test group: its GETs and its status PATCHes
+    (its ``apiserver_request_total``, which counts every client of every namespace)."""
     headers = dict(api.default_headers)
     for key, token in (api.configuration.api_key or {}).items():  # a token kubeconfig (the beds' use certs)
         prefix = (api.configuration.api_key_prefix or {}).get(key)
         headers["Authorization"] = f"{prefix} {token}" if prefix else str(token)
     response = api.call_api("GET", f"{api.configuration.host}/metrics", header_params=headers)
     assert response.status == 200, response.status
+    text = response.read().decode()
     counted: Counter[str] = Counter()
-    for match in _REQUEST_LINE.finditer(response.read().decode()):
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
-        if labels.get("group") == G and labels.get("resource") == plural:
-            sub = labels.get("subresource", "")
-            counted[labels["verb"] + (f"/{sub}" if sub else "")] += int(float(match["value"]))
+    for verb, sub in (("GET", ""), ("PATCH", "status")):
+        marks = (f'group="{G}"', f'resource="{plural}"', f'subresource="{sub}"', f'verb="{verb}"')
+        total = metric_sum(text, "apiserver_request_total", lambda labels, m=marks: all(x in labels for x in m))
+        counted[verb + (f"/{sub}" if sub else "")] = int(total)
     return counted
 
 
