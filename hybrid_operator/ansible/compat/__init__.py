@@ -58,6 +58,7 @@ from hybrid_operator.ansible.compat.modules import (
 from hybrid_operator.ansible.compat.names import decoder_keys, template_keywords
 from hybrid_operator.ansible.compat.plugindocs import hook_plugin_docs, plugin_docs_problems
 from hybrid_operator.ansible.compat.runner import RunnerCommand, replay_output, runner_command, runner_problems
+from hybrid_operator.ansible.compat.stackwalk import stack_walk_problems, walk_stack_lazily
 from hybrid_operator.ansible.compat.state import (
     PRIVATE_STATE,
     PrivateState,
@@ -146,6 +147,7 @@ __all__ = [
     "share_tagged_scalars",
     "skip_cleaning_no_facts",
     "skip_unchanged_fact_writes",
+    "stack_walk_problems",
     "stream_event_partials",
     "template_cache_problems",
     "template_keywords",
@@ -154,6 +156,7 @@ __all__ = [
     "to_module_side",
     "unchanged_fact_write_problems",
     "use_local_tmp",
+    "walk_stack_lazily",
     "warm_result_mappings",
     "wrapper_call",
 ]

@@ -23,6 +23,7 @@ FACTS_HOOK_ENV = "HYBRID_OPERATOR_FACTS_HOOK"  # "0": every task cleans the host
 CLI_PARSER_ENV = "HYBRID_OPERATOR_SHARED_CLI_PARSER"  # "0": every run builds ansible-playbook's parser
 FACT_CACHE_HOOK_ENV = "HYBRID_OPERATOR_FACT_CACHE_HOOK"  # "0": every set_fact saves the fact cache file
 TEMPLATE_LOOKUP_HOOK_ENV = "HYBRID_OPERATOR_TEMPLATE_LOOKUP_HOOK"  # "0": lookup('template') deep-copies
+STACK_WALK_HOOK_ENV = "HYBRID_OPERATOR_STACK_WALK_HOOK"  # "0": each deprecation describes the whole stack
 # The hooks of ``compat`` with a switch: (why not, install, switch, what a run does without it).
 _SWITCHED: tuple[tuple[Callable[[str], list[str]], Callable[[], object], str, str], ...] = (
     (compat.no_facts_problems, compat.skip_cleaning_no_facts, FACTS_HOOK_ENV, "a host's facts cleaned for every task"),
@@ -38,6 +39,12 @@ _SWITCHED: tuple[tuple[Callable[[str], list[str]], Callable[[], object], str, st
         compat.copy_template_variables_shallow,
         TEMPLATE_LOOKUP_HOOK_ENV,
         "every variable deep-copied by each lookup('template')",
+    ),
+    (
+        compat.stack_walk_problems,
+        compat.walk_stack_lazily,
+        STACK_WALK_HOOK_ENV,
+        "each deprecation and warning describes every frame of the stack",
     ),
 )
 

@@ -23,7 +23,8 @@ exec(open(os.path.join(workdir, "count.py")).read())  # the test's install_count
 if mode == "hooked":
     assert getattr(compat, install + "_problems")("UNSET_SWITCH") == [], install
     getattr(compat, {"unchanged_fact_write": "skip_unchanged_fact_writes",
-                     "template_lookup": "copy_template_variables_shallow"}[install])()
+                     "template_lookup": "copy_template_variables_shallow",
+                     "stack_walk": "walk_stack_lazily"}[install])()
 install_counters(counts, workdir)
 from ansible.cli.playbook import PlaybookCLI
 out = os.open(os.path.join(workdir, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
