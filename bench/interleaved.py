@@ -3,13 +3,16 @@ by one, each side's zygote started first in one half and second in the other.
 
     .venv/bin/python -m bench.interleaved --before-env HYBRID_OPERATOR_X=0 --role foo --runs 40
     .venv/bin/python -m bench.interleaved --after-env HYBRID_OPERATOR_X=1 --role heavy --runs 12
+    .venv/bin/python -m bench.interleaved --before-roles <dir with an older roles/foo> --role foo --runs 30
 
 What ``bench.ab`` cannot see on a machine whose speed drifts by a factor of two within minutes (this one
 does): ``bench.ab`` compares whole rounds of runs, minutes apart. Here the two sides run the same role on
 objects made alike, one run each in turn, so a run of one side and the next run of the other see the same
 machine. The zygotes read their settings from the environment when they start, so a setting that changes
 what a zygote does (``HYBRID_OPERATOR_IMMORTAL_HEAP``, ``HYBRID_OPERATOR_LEAN``, ...) is what the two sides
-differ by; the package is the working tree's for both (``bench.ab --before REF`` compares versions).
+differ by; the package is the working tree's for both (``bench.ab --before REF`` compares versions). Or a
+role: ``--before-roles DIR`` (``--after-roles DIR``) puts a roles directory first on that side's roles path,
+so ``DIR/foo`` (say, ``git archive`` of an older ``roles/foo``) is the role that side runs as ``foo``.
 
 Two zygotes side by side are not alike either: measured with the same setting on both sides, the zygote
 started first cost ~20-80 ms more a run than the other, whichever it was. So the runs are done twice, with the
@@ -45,13 +48,18 @@ def _env(pairs: list[str]) -> dict[str, str]:
     return dict(pair.split("=", 1) for pair in pairs)
 
 
-def _start(side: str, env: dict[str, str], scratch: Path) -> WarmExecutor:
+def _start(side: str, env: dict[str, str], scratch: Path, roles: tuple[Path, ...] = ()) -> WarmExecutor:
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)  # what the zygote reads when it starts
     try:
         settings = ExecutorSettings(
             artifacts_root=scratch / side,
-            roles_paths=(scratch / "roles", executors.ROOT / "roles", executors.ROOT / "bench/projects/heavy/roles"),
+            roles_paths=(
+                *roles,
+                scratch / "roles",
+                executors.ROOT / "roles",
+                executors.ROOT / "bench/projects/heavy/roles",
+            ),
             module_server=True,
         )
         warm = WarmExecutor(settings, SERVER)
@@ -65,12 +73,18 @@ def _start(side: str, env: dict[str, str], scratch: Path) -> WarmExecutor:
                 os.environ[key] = value
 
 
-def _half(order: tuple[str, str], envs: dict[str, dict[str, str]], runs: int, scratch: Path) -> Half:
+def _half(
+    order: tuple[str, str],
+    envs: dict[str, dict[str, str]],
+    runs: int,
+    scratch: Path,
+    roles: dict[str, tuple[Path, ...]],
+) -> Half:
     """Start the sides' zygotes in ``order``, then ``runs`` runs each, alternating which goes first."""
     for side in order:
         if executors.ROLE in executors.CLUSTER_ROLES:
             executors.make_objects(side, runs)
-    started = {side: _start(side, envs[side], scratch) for side in order}
+    started = {side: _start(side, envs[side], scratch, roles[side]) for side in order}
     measured: Half = {side: [] for side in order}
     try:
         for i in range(runs):
@@ -99,12 +113,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--before-env", action="append", default=[], metavar="K=V")
     parser.add_argument("--after-env", action="append", default=[], metavar="K=V")
+    parser.add_argument("--before-roles", type=Path, help="a roles directory first on the before side's path")
+    parser.add_argument("--after-roles", type=Path, help="a roles directory first on the after side's path")
     parser.add_argument("--role", choices=("trivial", *executors.CLUSTER_ROLES), default="foo")
     parser.add_argument("--runs", type=int, default=30, help="runs per side in each half (default 30)")
     args = parser.parse_args()
     envs = {"before": _env(args.before_env), "after": _env(args.after_env)}
-    if envs["before"] == envs["after"]:
-        parser.error("nothing differs: give --before-env or --after-env")
+    roles: dict[str, tuple[Path, ...]] = {
+        side: (path.resolve(),) if path else ()
+        for side, path in (("before", args.before_roles), ("after", args.after_roles))
+    }
+    if envs["before"] == envs["after"] and roles["before"] == roles["after"]:
+        parser.error("nothing differs: give --before-env, --after-env, --before-roles or --after-roles")
+    for path in (*roles["before"], *roles["after"]):
+        if not path.is_dir():
+            parser.error(f"{path}: not a directory")
     executors.ROLE = args.role
     os.environ[inline.DISABLE_ENV] = "1"
     scratch = Path(tempfile.mkdtemp(prefix="hyop-interleaved-"))
@@ -113,10 +136,14 @@ def main() -> int:
     (tasks / "main.yml").write_text(executors.TRIVIAL_ROLE, encoding="utf-8")
     if args.role in executors.CLUSTER_ROLES and os.environ.get("KUBECONFIG"):
         executors.PROXY = executors.CountingProxy(scratch)
-    print(f"role {args.role}: {args.runs} runs a side in each half; before {envs['before']}, after {envs['after']}")
+    print(
+        f"role {args.role}: {args.runs} runs a side in each half; "
+        f"before {envs['before']} {[str(p) for p in roles['before']]}, "
+        f"after {envs['after']} {[str(p) for p in roles['after']]}"
+    )
     print(f"on {os.cpu_count()} CPUs; python {sys.version.split()[0]}; load average {os.getloadavg()[0]:.1f}")
     try:
-        halves = [_half(order, envs, args.runs, scratch) for order in (("after", "before"), ("before", "after"))]
+        halves = [_half(order, envs, args.runs, scratch, roles) for order in (("after", "before"), ("before", "after"))]
     finally:
         if executors.PROXY is not None:
             executors.PROXY.proxy.stop()
