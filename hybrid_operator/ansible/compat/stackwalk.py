@@ -80,8 +80,10 @@ def described(frame: FrameType) -> inspect.FrameInfo:
 def lazy_iter_stack() -> Iterator[inspect.FrameInfo]:
     """``_stack.iter_stack``: the frames of the stack not marked with a ``_skip_stackwalk`` local, innermost
     first, each described when it is reached."""
-    _skip_stackwalk = True  # this frame is machinery too, as the original's is
-    for frame in frames_from(sys._getframe(0)):
+    _skip_stackwalk = True  # this frame is machinery too, as the original's is (and is skipped as such)
+    # From the frame that asked (the original starts at its own frame, marked): the list never holds the
+    # generator's own frame, which would hold the list.
+    for frame in frames_from(sys._getframe(1)):
         if _SKIP_MARK in frame.f_locals:
             continue
         yield described(frame)
