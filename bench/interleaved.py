@@ -48,7 +48,7 @@ def _env(pairs: list[str]) -> dict[str, str]:
     return dict(pair.split("=", 1) for pair in pairs)
 
 
-def _start(side: str, env: dict[str, str], scratch: Path, roles: tuple[Path, ...] = ()) -> WarmExecutor:
+def _start(side: str, env: dict[str, str], scratch: Path, roles: tuple[Path, ...]) -> WarmExecutor:
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)  # what the zygote reads when it starts
     try:

@@ -9,7 +9,7 @@ behalf of "whoever called", it looks for the first frame of its stack not marked
 find that one frame, ``iter_stack`` calls ``inspect.stack()``, which describes every frame of the stack at
 once: its module found by scanning ``sys.modules``, its source file found and a line of source read, for
 each of the 60-100 frames of a run's task. A task skipped for an empty loop pays it on every run
-(``set_skipped`` tags the result's deprecated ``skipped_reason``): 7-8 ms of CPU a task on this machine,
+(``set_skipped`` tags the result's deprecated ``skipped_reason``): ~10 ms of CPU a task on this machine,
 twice what a whole ``debug`` task costs on the lean path; a module that warns of a deprecated option pays it
 per warning.
 
