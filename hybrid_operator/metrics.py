@@ -104,6 +104,11 @@ RUN_PATHS = Counter(
     ["path"],
     registry=REGISTRY,
 )
+PLAYBOOKS_LOADED_AHEAD = Counter(
+    "hybrid_operator_playbooks_loaded_ahead",
+    "Warm runs whose playbook (its plays, roles and tasks) the warm Ansible process had loaded ahead.",
+    registry=REGISTRY,
+)
 WARM_EXECUTOR = Gauge(
     "hybrid_operator_warm_executor_enabled",
     "1 while runs fork from the warm Ansible process; 0 once it switched itself off (runs go through"

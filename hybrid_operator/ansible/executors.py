@@ -35,8 +35,26 @@ def build_executor(config: Config, *, extra_ansible_args: str = "", watches: Seq
         inventory=runs.inventory,
         run_memory=runs.memory,
         prepared_dirs=prepared_dirs(watches),
+        prepared_playbooks=prepared_playbooks(watches),
     )
     return _executor(runs.executor, settings)
+
+
+def _targets(watches: Sequence[Watch]) -> list[Target]:
+    """What ``watches`` run: each watch's role or playbook, and its finalizer's."""
+    targets: list[Target] = []
+    for watch in watches:
+        targets.append(watch.target)
+        if watch.finalizer is not None and watch.finalizer.target is not None:
+            targets.append(watch.finalizer.target)
+    return targets
+
+
+def prepared_playbooks(watches: Sequence[Watch]) -> tuple[Path, ...]:
+    """The playbooks ``watches`` run (finalizers' included), which the warm executor's zygote loads ahead for
+    every run (``warm.plays``; the wrappers of roles it finds itself). In order, each once."""
+    found = {t.playbook: None for t in _targets(watches) if t.playbook is not None}
+    return tuple(found)
 
 
 def prepared_dirs(watches: Sequence[Watch]) -> tuple[Path, ...]:
@@ -44,13 +62,8 @@ def prepared_dirs(watches: Sequence[Watch]) -> tuple[Path, ...]:
     (``warm.project``): each role watches.yaml names by its path, and the ``roles/`` beside each playbook
     (where Ansible looks for the roles a playbook names), finalizers' included. A collection's role is found
     by Ansible at run time and not prepared. In order, each once."""
-    targets: list[Target] = []
-    for watch in watches:
-        targets.append(watch.target)
-        if watch.finalizer is not None and watch.finalizer.target is not None:
-            targets.append(watch.finalizer.target)
     found: dict[Path, None] = {}
-    for target in targets:
+    for target in _targets(watches):
         if target.playbook is not None:
             found.setdefault(target.playbook.parent / "roles", None)
         elif target.role is not None and Path(target.role).is_absolute():

@@ -89,6 +89,7 @@ class RunResult:
     tolerated: list[ToleratedFailure] = field(default_factory=list)  # the first MAX_TOLERATED_KEPT of them
     tolerated_count: int = 0  # all of them
     path: str = ""  # the warm executor's path for the run's tasks: lean, mixed or engine ("": not reported)
+    loaded_ahead: bool = False  # the warm executor's zygote had loaded the run's playbook (``warm.plays``)
 
     @property
     def succeeded(self) -> bool:

@@ -118,6 +118,7 @@ class ExecutorSettings:
     inventory: Path | None = None  # ANSIBLE_INVENTORY (a file or a directory); None: localhost, our Python
     run_memory: int = 0  # bytes each process of a run may grow by (RLIMIT_DATA, see runsite); 0: unbounded
     prepared_dirs: tuple[Path, ...] = ()  # roles (or dirs of roles) the warm executor prepares ahead (executors)
+    prepared_playbooks: tuple[Path, ...] = ()  # playbooks watches.yaml names: the warm executor loads them ahead
 
 
 RUNSITE = Path(__file__).resolve().parent / "runsite"  # its sitecustomize: see there
@@ -240,14 +241,18 @@ class RunSetup:
         if request.playbook is not None:
             return request.playbook
         assert request.role is not None
+        return self.wrapper_for(request.role)
+
+    def wrapper_for(self, role: str) -> Path:
+        """The wrapper playbook that runs ``role`` (a name on the roles path, or a role's path)."""
         with self._wrappers_lock:  # written once per executor, by this executor: never read from disk first
-            path = self._wrappers.get(request.role)
+            path = self._wrappers.get(role)
             if path is None:
                 # The digest keeps roles apart whose names flatten alike ("a/b" and "a_b").
-                digest = hashlib.sha256(request.role.encode()).hexdigest()[:8]
-                name = f"{request.role.strip('/').replace('/', '_')}-{digest}.yml"
-                path = write_private_file(self._wrapper_dir / name, inputdir.role_playbook(request.role))
-                self._wrappers[request.role] = path
+                digest = hashlib.sha256(role.encode()).hexdigest()[:8]
+                name = f"{role.strip('/').replace('/', '_')}-{digest}.yml"
+                path = write_private_file(self._wrapper_dir / name, inputdir.role_playbook(role))
+                self._wrappers[role] = path
         return path
 
     def write_input(self, run_dir: Path, request: RunRequest) -> None:

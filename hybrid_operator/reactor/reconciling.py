@@ -409,6 +409,8 @@ def _log_run(key: Key, result: RunResult, *, show_output: bool = True) -> None:
     }
     if result.path:  # the warm executor's: lean, mixed or engine
         fields["path"] = result.path
+    if result.loaded_ahead:
+        fields["loaded_ahead"] = True
     if result.succeeded:
         log.info("reconciled", extra={"fields": fields})
     else:

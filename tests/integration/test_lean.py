@@ -109,6 +109,7 @@ def test_the_warm_fixture_roles_are_the_same(
         out.mkdir()
         result = executor.run(request(role, obj, {**_owner_env(obj), "MODULES_DIR": str(out)}))
         runs.append(seen(executor, result))
+    assert [run.result.loaded_ahead for run in runs] == [False, True]
     found = differences(*runs, {str(tmp_path / "engine"): "<dir>", str(tmp_path / "lean"): "<dir>"})
     assert not found, "\n".join(found)
 
@@ -254,5 +255,7 @@ def _compare_in_namespaces(
         finally:
             core.delete_namespace(namespace, propagation_policy="Background")
     assert runs[1].result.path == "lean"
+    # The lean run's playbook was the zygote's, loaded ahead (``warm.plays``); the other loaded its own.
+    assert (runs[0].result.loaded_ahead, runs[1].result.loaded_ahead) == (False, True)
     found = differences(runs[0], runs[1], names)
     assert not found, "\n".join(found)

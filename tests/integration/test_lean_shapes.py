@@ -1,13 +1,15 @@
 """Roles generated from the lean path's shapes, through both paths (``warm.lean``, ``tests.paths``).
 
 Hypothesis writes a role of the shapes ``bench.shapes`` counted in operator roles (``set_fact``, ``debug``,
-``assert``, ``fail``, an API module that fails, ``include_tasks``; ``when``, loops over lists and over
+``assert``, ``fail``, an API module that fails, ``include_tasks``, ``import_tasks``; ``when``, loops over lists and over
 registered results, ``register``, ``vars`` on tasks and blocks, ``ignore_errors``, ``failed_when``,
 ``changed_when``, ``no_log``, ``check_mode``, nested blocks whose failures land in ``rescue`` and
 ``always``), with role defaults, role vars and extra vars from the object's spec that shadow each other,
 undefined and omitted values among them; both executors run it on the same object and every difference
 fails the test. About a second per example on a quiet machine (two runs), ``LEAN_EXAMPLES`` of them
-(default 25).
+(default 25). Those roles are written after the executors started, so each run loads its own playbook; a
+second test writes ``AHEAD`` generated roles before its executors start, so that the lean executor's zygote
+loads their playbooks ahead (``warm.plays``) and its runs take them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import itertools
 import json
 import os
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import NonInteractiveExampleWarning
 
 from hybrid_operator.ansible.compat import ansible_version
 from hybrid_operator.ansible.running import ExecutorSettings, RunRequest
@@ -37,6 +41,7 @@ pytestmark = [
     ),
 ]
 EXAMPLES = int(os.environ.get("LEAN_EXAMPLES", "25"))
+AHEAD = 8  # generated roles whose playbooks the lean executor's zygote loads ahead
 VARS = ("alpha", "beta", "gamma", "delta")
 _names = itertools.count()
 
@@ -77,7 +82,7 @@ def keywords(draw: st.DrawFn) -> dict[str, Any]:
 @st.composite
 def tasks(draw: st.DrawFn, depth: int, may_include: bool = True) -> dict[str, Any]:
     """A task; ``may_include``: false in the included file itself (which would include itself forever)."""
-    kinds = ["set_fact", "debug", "assert", "fail", "loop", "module"] + ["include"] * may_include
+    kinds = ["set_fact", "debug", "assert", "fail", "loop", "module"] + ["include", "import"] * may_include
     kind = draw(st.sampled_from(kinds + ["block"] * (depth < 2)))
     task: dict[str, Any] = {"name": f"{kind} {next(_names)}"}
     task.update(draw(blocks(depth, may_include) if kind == "block" else _ACTIONS[kind](depth)))
@@ -127,6 +132,7 @@ _ACTIONS: dict[str, Any] = {
         }
     ),
     "include": lambda _d: st.just({"ansible.builtin.include_tasks": "included.yml"}),
+    "import": lambda _d: st.just({"ansible.builtin.import_tasks": "included.yml"}),
 }
 
 
@@ -155,6 +161,28 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     lean_run.close()
 
 
+@pytest.fixture(scope="module")
+def ahead(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[list[dict[str, Any]], WarmExecutor, WarmExecutor]]:
+    """``AHEAD`` generated roles on the roles path before the executors start (hypothesis' examples, drawn
+    once for the module), and the two executors."""
+    root = tmp_path_factory.mktemp("shapes-ahead")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NonInteractiveExampleWarning)
+        drawn = [roles().example() for _ in range(AHEAD)]
+    for index, role in enumerate(drawn):
+        _write_role(root / "roles", f"ahead{index}", role)
+    settings_ = ExecutorSettings(artifacts_root=root / "engine", roles_paths=(root / "roles",), module_server=True)
+    engine = warm_executor(settings_, on=False)
+    lean_run = warm_executor(
+        ExecutorSettings(root / "lean", roles_paths=(root / "roles",), module_server=True), on=True
+    )
+    yield drawn, engine, lean_run
+    engine.close()
+    lean_run.close()
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(role=roles())
 def test_generated_roles_are_the_same_on_both_paths(
@@ -162,6 +190,26 @@ def test_generated_roles_are_the_same_on_both_paths(
 ) -> None:
     roles_dir, engine, lean_run = generated
     name = f"gen{uuid.uuid4().hex[:8]}"
+    _write_role(roles_dir, name, role)
+    runs = _both(engine, lean_run, name, role)
+    found = differences(runs[0], runs[1])
+    assert not found, "\n".join(found) + "\n" + yaml.safe_dump(role, sort_keys=False)
+
+
+@pytest.mark.parametrize("index", range(AHEAD))
+def test_generated_roles_loaded_ahead_are_the_same(
+    ahead: tuple[list[dict[str, Any]], WarmExecutor, WarmExecutor], index: int
+) -> None:
+    drawn, engine, lean_run = ahead
+    role = drawn[index]
+    runs = _both(engine, lean_run, f"ahead{index}", role)
+    found = differences(runs[0], runs[1])
+    assert not found, "\n".join(found) + "\n" + yaml.safe_dump(role, sort_keys=False)
+    assert not runs[0].result.loaded_ahead  # the lean executor's runs took the zygote's playbook, the other's not
+    assert runs[1].result.loaded_ahead
+
+
+def _write_role(roles_dir: Path, name: str, role: dict[str, Any]) -> None:
     for folder, data in (
         ("tasks/main.yml", role["tasks"]),
         ("tasks/included.yml", role["included"]),
@@ -171,6 +219,10 @@ def test_generated_roles_are_the_same_on_both_paths(
         path = roles_dir / name / folder
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def _both(engine: WarmExecutor, lean_run: WarmExecutor, name: str, role: dict[str, Any]) -> list[Any]:
+    """The role run on the same object by each executor, as each saw it."""
     meta = {"name": "shaped", "namespace": "ns", "uid": "uid-shaped"}
     obj = {"apiVersion": "test.hybrid-operator.dev/v1", "kind": "Shaped", "metadata": meta, "spec": role["spec"]}
     owner = {"apiVersion": obj["apiVersion"], "kind": "Shaped", "name": "shaped", "namespace": "ns"}
@@ -187,5 +239,4 @@ def test_generated_roles_are_the_same_on_both_paths(
             max_artifacts=2,
         )
         runs.append(seen(executor, executor.run(req)))
-    found = differences(runs[0], runs[1])
-    assert not found, "\n".join(found) + "\n" + yaml.safe_dump(role, sort_keys=False)
+    return runs

@@ -37,6 +37,7 @@ pytestmark = [
     ),
 ]
 METRICS_MARKER = Path("/tmp/metricsbumped")  # the memcached role's once-a-machine marker
+MEMCACHED_KINDS = ("memcached", "foo", "memfin")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,13 @@ def project(api: client.ApiClient) -> Path:
 @pytest.fixture(scope="module")
 def pair(project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[WarmExecutor, WarmExecutor]]:
     root = tmp_path_factory.mktemp("lean-upstream")
-    settings = ExecutorSettings(artifacts_root=root / "engine", roles_paths=(project / "roles",), module_server=True)
+    playbooks = tuple(project / "playbooks" / f"{kind}.yml" for kind in MEMCACHED_KINDS)  # as watches.yaml names them
+    settings = ExecutorSettings(
+        artifacts_root=root / "engine",
+        roles_paths=(project / "roles",),
+        module_server=True,
+        prepared_playbooks=playbooks,
+    )
     with executor_pair(settings, root / "lean") as pair:
         yield pair
 
@@ -58,7 +65,7 @@ def proxy(kubeconfig: str) -> Iterator[RecordingProxy]:
         yield recording
 
 
-@pytest.mark.parametrize("kind", ["memcached", "foo", "memfin"])
+@pytest.mark.parametrize("kind", MEMCACHED_KINDS)
 def test_memcached_molecule_operators_playbooks_are_the_same(
     pair: tuple[WarmExecutor, WarmExecutor],
     proxy: RecordingProxy,
@@ -96,6 +103,7 @@ def test_memcached_molecule_operators_playbooks_are_the_same(
     finally:
         METRICS_MARKER.unlink(missing_ok=True)
     assert runs[1].result.path in ("lean", "mixed")
+    assert [run.result.loaded_ahead for run in runs] == [False, True]  # the zygote's, on the lean path
     found = differences(runs[0], runs[1], names)
     assert not found, "\n".join(found)
 
@@ -134,7 +142,13 @@ def test_kialis_first_reconcile_is_the_same(
     # The operator's own environment (Ansible's settings among it), which its executor's zygote starts from.
     for key, value in {**described["env"], "ANSIBLE_ALLOW_BROKEN_CONDITIONALS": "true"}.items():
         monkeypatch.setenv(key, value)
-    settings = ExecutorSettings(artifacts_root=home / "engine", roles_paths=(home / "roles",), module_server=True)
+    playbook = home / "playbooks" / "kiali-deploy.yml"
+    settings = ExecutorSettings(
+        artifacts_root=home / "engine",
+        roles_paths=(home / "roles",),
+        module_server=True,
+        prepared_playbooks=(playbook,),
+    )
     pair = executor_pair(settings, home / "lean")
     runs, names = [], dict[str, str]()
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
@@ -159,7 +173,7 @@ def test_kialis_first_reconcile_is_the_same(
                     version="v1alpha1",
                     kind="Kiali",
                     obj=obj,
-                    playbook=home / "playbooks" / "kiali-deploy.yml",
+                    playbook=playbook,
                     env={**env, **proxy.env_for(obj, run_id, tmp_path)},
                     max_artifacts=5,
                 )
@@ -172,6 +186,7 @@ def test_kialis_first_reconcile_is_the_same(
             )
             core.delete_namespace(namespace, propagation_policy="Background")
     assert runs[1].result.path in ("lean", "mixed")
+    assert [run.result.loaded_ahead for run in runs] == [False, True]
     found = differences(runs[0], runs[1], names, KIALI_BY_CHANCE)
     assert not found, "\n".join(found)
 

@@ -13,7 +13,8 @@ Where it sits (a module here per area):
 - the template cache (``warm.templates``) serves ``AnsibleEnvironment``'s compiles from code objects kept
   across runs (``templates``) and tells the filter and test loaders which of Jinja's own names
   ``ansible.builtin`` has no plugin of (``jinjaplugins``);
-- the parsed-file cache (``warm.parsed``) answers ``DataLoader.load_from_file``'s role loading (``loading``);
+- the parsed-file cache (``warm.parsed``) answers ``DataLoader.load_from_file``'s role loading (``loading``),
+  and the loaded-play cache (``warm.plays``) ``Playbook.load`` itself (``plays``);
 - the plugin-docs memo (``warm.plugindocs``) skips ``PluginLoader._load_config_defs`` for plugins whose
   documentation declares no options (``plugindocs``);
 - the local temp dirs (``warm.tmpdirs``) mirror ``ActionBase._make_tmp_path`` and ``_remove_tmp_path``
@@ -56,6 +57,7 @@ from hybrid_operator.ansible.compat.modules import (
     to_module_side,
 )
 from hybrid_operator.ansible.compat.names import decoder_keys, template_keywords
+from hybrid_operator.ansible.compat.plays import Preloaded, hook_preloaded, preload, preload_problems
 from hybrid_operator.ansible.compat.plugindocs import hook_plugin_docs, plugin_docs_problems
 from hybrid_operator.ansible.compat.runner import RunnerCommand, replay_output, runner_command, runner_problems
 from hybrid_operator.ansible.compat.stackwalk import stack_walk_problems, walk_stack_lazily
@@ -99,6 +101,7 @@ __all__ = [
     "InProcess",
     "ModulePolicy",
     "ParsedFiles",
+    "Preloaded",
     "PrivateState",
     "RunnerCommand",
     "UnsupportedAnsible",
@@ -117,6 +120,7 @@ __all__ = [
     "hook_modules",
     "hook_parsed_files",
     "hook_plugin_docs",
+    "hook_preloaded",
     "hook_template_cache",
     "hook_tmpdirs",
     "in_process_problems",
@@ -133,6 +137,8 @@ __all__ = [
     "parse_ahead",
     "plugin_docs_problems",
     "precompile",
+    "preload",
+    "preload_problems",
     "private_state_problems",
     "quiet_debug_calls",
     "replay_output",

@@ -70,9 +70,11 @@ class ZygoteClient:
 
     # -- life cycle
 
-    def start(self, warm_up: protocol.RunSpec, prepare: list[str] | None = None) -> None:
+    def start(
+        self, warm_up: protocol.RunSpec, prepare: list[str] | None = None, playbooks: list[str] | None = None
+    ) -> None:
         """Start the process on the warm-up run's environment (returns at once; ``wait_ready`` waits); it
-        prepares the roles in (or at) ``prepare`` besides its roles path."""
+        prepares the roles in (or at) ``prepare`` besides its roles path, and loads ``playbooks`` ahead."""
         self.env = dict(warm_up.env)
         cwd = ensure_private_dir(self.home / "cwd")  # empty: an ansible.cfg in the operator's dir is not read
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -93,7 +95,7 @@ class ZygoteClient:
             )
         theirs.close()
         self._sock = ours
-        self._send(protocol.WarmUp(warm_up, list(prepare or [])))
+        self._send(protocol.WarmUp(warm_up, list(prepare or []), list(playbooks or [])))
         threading.Thread(target=self._read, name="warm-zygote-reader", daemon=True).start()
 
     def wait_ready(self, timeout: float) -> None:

@@ -46,7 +46,7 @@ from hybrid_operator.ansible.running import (
     run_with_runner,
     runner_ready,
 )
-from hybrid_operator.ansible.warm import lean, protocol, selftest
+from hybrid_operator.ansible.warm import lean, plays, project, protocol, selftest
 from hybrid_operator.ansible.warm.client import SERVER, ZygoteClient, ZygoteError
 from hybrid_operator.ansible.warm.replaying import RAW_OUTPUT, internal_events, replay, write_artifacts, write_command
 from hybrid_operator.lifecycle import Loop
@@ -169,9 +169,7 @@ class WarmExecutor:
             result = finished_result(collector, rc, status, command.artifact_dir)
             if error:
                 result.error = error
-            result.path = lean.read_report(command.artifact_dir / RAW_OUTPUT)
-            if result.path:
-                metrics.RUN_PATHS.labels(result.path).inc()
+            _take_report(result, command.artifact_dir / RAW_OUTPUT)
         except Exception as exc:  # an executor bug or a broken install must not kill the worker
             log.exception("the warm executor failed to run", extra={"run_id": request.run_id})
             result = collector.result
@@ -305,9 +303,19 @@ class WarmExecutor:
         """Prepare the warm-up run exactly as a reconcile is prepared, and start a zygote on its environment."""
         spec, self._warm_up_token = self._internal_run("warm-up")
         zygote = ZygoteClient(self.home, self.server, modules_in_worker=self.settings.module_server)
-        zygote.start(spec, [str(path.absolute()) for path in self.settings.prepared_dirs])
+        zygote.start(spec, [str(path.absolute()) for path in self.settings.prepared_dirs], self._playbooks_ahead())
         self._zygote = zygote
         return zygote
+
+    def _playbooks_ahead(self) -> list[str]:
+        """The playbooks the zygote loads ahead (``plays``): the wrapper of each role on the runs' roles path
+        and of each role watches.yaml names by its path (written here, as a run of it would), and the
+        playbooks watches.yaml names."""
+        roots = project.roles_path_entries(self.setup.env.get("ANSIBLE_ROLES_PATH"))
+        roles = [child.name for root in roots for child in sorted(root.iterdir()) if project.is_role(child)]
+        roles += [str(path) for path in self.settings.prepared_dirs if project.is_role(path)]
+        wrappers = [str(self.setup.wrapper_for(role)) for role in list(dict.fromkeys(roles))[: plays.MAX_PLAYBOOKS]]
+        return wrappers + [str(path) for path in self.settings.prepared_playbooks if path.is_absolute()]
 
     def _internal_run(self, name: str) -> tuple[protocol.RunSpec, str]:
         """The run spec of the warm-up or the self-test (the same playbook, each with its own token)."""
@@ -351,6 +359,15 @@ class WarmExecutor:
         if compat.ansible_version()[:2] >= compat.SUPPORTED[1]:
             why = f"{compat.UNTESTED_ENV}=1"
             log.warning("ansible-core %s is newer than the tested range; trying it (%s)", zygote.ansible_version, why)
+
+
+def _take_report(result: RunResult, raw_output: Path) -> None:
+    """Put what the run reported of its paths (``lean``) in its result, and count it."""
+    result.path, result.loaded_ahead = lean.read_report(raw_output)
+    if result.path:
+        metrics.RUN_PATHS.labels(result.path).inc()
+    if result.loaded_ahead:
+        metrics.PLAYBOOKS_LOADED_AHEAD.inc()
 
 
 def _run_spec(command: compat.RunnerCommand, cold: bool) -> protocol.RunSpec:

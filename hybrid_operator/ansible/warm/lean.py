@@ -25,6 +25,8 @@ consumers see is what Ansible's own path gives them) and checked by the differen
    without an error.
 3. **Each task counted by its path**: ``lean`` when it ran in the run's own process, ``engine`` when it
    forked Ansible's worker.
+4. **The playbook loaded once** (``plays``): the zygote loads the runs' playbooks ahead, and a run takes
+   that tree while nothing its load depended on has changed; ``report`` says whether it did.
 
 Per task, not per run: Ansible's strategy, its iterator and callbacks stay in charge of the whole run, so a
 task outside these shapes (a module of another kind, ``become``, ``delegate_to``, another connection)
@@ -46,6 +48,7 @@ import json
 import os
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 from hybrid_operator.ansible import compat
 
@@ -61,6 +64,7 @@ API_MODULES = frozenset(
 )
 _installed: list[bool] = []
 COUNTS: Counter[str] = Counter()  # this process's (a run's) tasks and modules by path
+LOADED_AHEAD = "playbooks loaded ahead"  # the key of COUNTS ``plays`` counts a taken playbook under
 
 
 def installed() -> bool:
@@ -102,17 +106,26 @@ def report(raw_output: str) -> None:
         json.dump(dict(COUNTS), handle)
 
 
-def read_report(raw_output: Path) -> str:
-    """The executor's side: the path a run took (``lean``, ``mixed``, ``engine``), or ``""`` when the run
-    made no report (the lean path off, or a run that never started its playbook); the report removed."""
+class Report(NamedTuple):
+    """What a run reported: the path its tasks took (``lean``, ``mixed``, ``engine``; ``""``: no report)
+    and whether its playbook was the one the zygote loaded ahead (``plays``)."""
+
+    path: str
+    loaded_ahead: bool = False
+
+
+def read_report(raw_output: Path) -> Report:
+    """The executor's side: what the run reported, or an empty ``Report`` when it made none (the lean path
+    off, or a run that never started its playbook); the report removed."""
     path = raw_output.with_name(raw_output.name + REPORT_SUFFIX)
     try:
         counts = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return ""
+        return Report("")
     finally:
         path.unlink(missing_ok=True)
     lean, engine = int(counts.get("lean tasks", 0)), int(counts.get("engine tasks", 0))
+    ahead = int(counts.get(LOADED_AHEAD, 0)) > 0
     if not engine:
-        return "lean"  # (a run of no task at all too: nothing took Ansible's worker)
-    return "mixed" if lean else "engine"
+        return Report("lean", ahead)  # (a run of no task at all too: nothing took Ansible's worker)
+    return Report("mixed" if lean else "engine", ahead)

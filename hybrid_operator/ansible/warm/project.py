@@ -79,7 +79,7 @@ def _roles(roots: list[Path]) -> list[Path]:
     stack = [(root, 0) for root in reversed(roots) if root.is_dir()]
     while stack:
         path, depth = stack.pop()
-        if _is_role(path):
+        if is_role(path):
             seen.setdefault(path.resolve(), path)
         elif depth < ROLE_DEPTH and looked_into < MAX_FILES and not (depth and path.is_symlink()):
             looked_into += 1
@@ -88,7 +88,8 @@ def _roles(roots: list[Path]) -> list[Path]:
     return list(seen.values())
 
 
-def _is_role(path: Path) -> bool:
+def is_role(path: Path) -> bool:
+    """A role: a directory, not hidden, with a ``tasks/`` or ``meta/`` directory."""
     return path.is_dir() and not path.name.startswith(".") and ((path / "tasks").is_dir() or (path / "meta").is_dir())
 
 

@@ -43,6 +43,8 @@ class WarmUp:
     run: RunSpec
     # Absolute directories whose roles the zygote prepares besides its roles path (``warm.project``).
     prepare: list[str] = field(default_factory=list)
+    # Absolute playbooks the zygote loads ahead for the runs that will load them (``warm.plays``).
+    playbooks: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ def decode(line: bytes) -> Message:
     op = raw["op"]
     if op in ("warm-up", "run"):
         run = _run_spec(_field(raw, "run", dict))
-        return WarmUp(run, _prepare(raw)) if op == "warm-up" else Run(_id(raw), run)
+        return WarmUp(run, _paths(raw, "prepare"), _paths(raw, "playbooks")) if op == "warm-up" else Run(_id(raw), run)
     if op == "ready":
         return Ready(
             pid=_pid(raw),
@@ -139,13 +141,13 @@ def _run_spec(raw: dict[str, Any]) -> RunSpec:
     return RunSpec(argv, env, _field(raw, "cwd", str), _field(raw, "output", str), timeout, _field(raw, "cold", bool))
 
 
-def _prepare(raw: dict[str, Any]) -> list[str]:
-    dirs = raw.get("prepare", [])
-    if not isinstance(dirs, list) or len(dirs) > MAX_PREPARED:
-        raise ProtocolError(f"prepare: not a list of at most {MAX_PREPARED} directories")
-    if not all(isinstance(d, str) and d.startswith("/") and "\0" not in d for d in dirs):
-        raise ProtocolError("prepare: not a list of absolute paths")
-    return dirs
+def _paths(raw: dict[str, Any], name: str) -> list[str]:
+    paths = raw.get(name, [])
+    if not isinstance(paths, list) or len(paths) > MAX_PREPARED:
+        raise ProtocolError(f"{name}: not a list of at most {MAX_PREPARED} paths")
+    if not all(isinstance(d, str) and d.startswith("/") and "\0" not in d for d in paths):
+        raise ProtocolError(f"{name}: not a list of absolute paths")
+    return paths
 
 
 def _field(raw: dict[str, Any], name: str, kind: type[Any] | tuple[type[Any], ...]) -> Any:

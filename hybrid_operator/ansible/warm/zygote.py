@@ -24,7 +24,8 @@ warm-up in the zygote a trivial run costs ~0.1 s of CPU. The price is the proces
 leaves behind: ``compat.PRIVATE_STATE`` lists what is reset, and the zygote refuses to serve if that
 state is not where ``compat`` expects it. For the same reason the zygote also loads what Ansible's
 workers (one fork per task) would load for every task: the builtin Jinja2 filters and tests and the
-common action plugins, and the action plugins its roles name (``actions``).
+common action plugins, and the action plugins its roles name (``actions``), and loads the playbooks its
+runs will load (``plays``).
 
 A run that outlives its timeout is stopped with its whole process tree (``reaping``).
 """
@@ -57,6 +58,7 @@ from hybrid_operator.ansible.warm import (
     lean,
     parsed,
     payloads,
+    plays,
     plugindocs,
     project,
     protocol,
@@ -96,6 +98,7 @@ class ZygoteServer:
         self.tmp_root = ""
         self._builder: int | None = None
         self._prepare: list[Path] = []  # roles (or dirs of roles) to prepare besides the roles path
+        self._playbooks: list[str] = []  # playbooks to load ahead for the runs (``plays``)
 
     def send(self, message: protocol.Message) -> None:
         self.sock.sendall(protocol.encode(message))
@@ -107,6 +110,7 @@ class ZygoteServer:
         version = compat.check_version()
         request = self._first_message()
         self._prepare = [Path(d) for d in request.prepare]
+        self._playbooks = list(request.playbooks)
         self.tmp_root = compat.use_local_tmp()  # Ansible reads its configuration here, from the shared environment
         import ansible.cli.playbook  # noqa: F401 - the import is the point: it is shared by every run
 
@@ -137,6 +141,7 @@ class ZygoteServer:
             payload_names = self.prepare_roles()
         except Exception as exc:  # what is not prepared, each run does itself, as without a zygote
             print(f"zygote: roles not prepared ahead: {type(exc).__name__}: {exc}", file=sys.stderr)
+        plays.report_line(plays.preload(self._playbooks, lean.installed()))
         problems = compat.private_state_problems(populated=self.warms_up_in_itself)
         if problems:
             raise compat.UnsupportedAnsible(

@@ -155,8 +155,8 @@ def test_a_runs_report_names_its_path(tmp_path: Path, counts: dict[str, int], pa
     finally:
         lean._installed.clear()
         lean.COUNTS.clear()
-    assert lean.read_report(raw) == path
-    assert lean.read_report(raw) == "" and not list(tmp_path.iterdir())  # read once, then gone
+    assert lean.read_report(raw) == (path, False)
+    assert lean.read_report(raw) == ("", False) and not list(tmp_path.iterdir())  # read once, then gone
 
 
 def test_switched_off_it_installs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
