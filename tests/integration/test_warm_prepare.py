@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from hybrid_operator.ansible.compat import ansible_version
 from hybrid_operator.ansible.running import ExecutorSettings
 from hybrid_operator.ansible.warm import payloads
 from hybrid_operator.ansible.warm.executor import WarmExecutor
 from tests.integration.test_warm_executor import ROLES, outcome, request
+from tests.paths import LEAN_MINOR
 
 
 def _run_by_path(tmp_path: Path, prepared: tuple[Path, ...]) -> tuple[dict[str, object], str]:
@@ -80,5 +82,7 @@ def test_a_role_holding_a_template_that_does_not_compile_leaves_the_warm_path_on
         assert _count(r"zygote: (\d+) role files parsed", log) == 2  # the nested role and the run's own
         result = warm.run(replace(request(spec={"x": 2}), role=str(ROLES / "warm")))
         assert result.succeeded and result.status["x"] == "2"
+        # The role named by its path is loaded ahead too (``warm.plays``, where the lean path runs).
+        assert result.loaded_ahead == (ansible_version()[:2] >= LEAN_MINOR)
     finally:
         warm.close()

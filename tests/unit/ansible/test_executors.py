@@ -1,12 +1,13 @@
 """Which roles the warm executor prepares ahead for the watches (``executors.prepared_dirs``): a role named by
 its path, the ``roles/`` beside a playbook, finalizers' too, each once; never a collection's role (Ansible
-finds it at run time) and never anything but the watches' own targets."""
+finds it at run time) and never anything but the watches' own targets. And which playbooks its zygote loads
+ahead (``executors.prepared_playbooks``): the watches' playbooks, finalizers' too, each once."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from hybrid_operator.ansible.executors import prepared_dirs
+from hybrid_operator.ansible.executors import prepared_dirs, prepared_playbooks
 from hybrid_operator.kube.objects import GVK
 from hybrid_operator.settings.watches import Finalizer, Target, Watch
 
@@ -35,3 +36,13 @@ def test_roles_by_path_and_the_roles_beside_playbooks_each_once() -> None:
 
 def test_no_watches_nothing_to_prepare() -> None:
     assert prepared_dirs([]) == ()
+
+
+def test_the_watches_playbooks_each_once_finalizers_too() -> None:
+    watches = [
+        _watch(Target(role="/opt/ansible/roles/foo"), finalizer=Target(playbook=Path("/opt/ansible/finalize.yml"))),
+        _watch(Target(playbook=Path("/opt/ansible/site.yml"))),
+        _watch(Target(playbook=Path("/opt/ansible/site.yml")), finalizer=Target(role="/opt/ansible/roles/bar")),
+    ]
+    assert prepared_playbooks(watches) == (Path("/opt/ansible/finalize.yml"), Path("/opt/ansible/site.yml"))
+    assert prepared_playbooks([]) == ()

@@ -17,6 +17,7 @@ RUN = protocol.RunSpec(["ansible-playbook", "site.yml"], {"PATH": "/bin"}, "/tmp
     [
         protocol.WarmUp(RUN),
         protocol.WarmUp(RUN, ["/opt/ansible/roles/memcached", "/srv/operator/playbooks/roles"]),
+        protocol.WarmUp(RUN, [], ["/tmp/hyop-x/playbooks/foo-2c26b46b.yml", "/opt/ansible/playbooks/site.yml"]),
         protocol.Run(3, RUN),
         protocol.Run(4, protocol.RunSpec(["a"], {}, "/", "/o", None)),
         protocol.Ready(1234, "2.21.5", 1.5, True, "", "", "812345 objects of the warm-up immortal in 0.21s"),
@@ -49,6 +50,8 @@ _WARM_UP = json.loads(protocol.encode(protocol.WarmUp(RUN)))
 def test_a_warm_up_naming_anything_but_absolute_directories_is_refused(prepare: object) -> None:
     with pytest.raises(protocol.ProtocolError, match="prepare"):
         protocol.decode(json.dumps({**_WARM_UP, "prepare": prepare}).encode())
+    with pytest.raises(protocol.ProtocolError, match="playbooks"):  # the playbooks to load ahead, alike
+        protocol.decode(json.dumps({**_WARM_UP, "playbooks": prepare}).encode())
 
 
 def test_a_warm_up_without_directories_to_prepare_still_reads() -> None:
