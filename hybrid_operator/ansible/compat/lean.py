@@ -21,9 +21,10 @@ next; the first task computes it on Ansible's own path, the later ones with the 
 - **plugin name resolution** (``PluginLoader.find_plugin_with_context``: a plugin's name, its collections
   list and its loader's search path to its file, through collection routing and several ``stat`` calls; the
   strategy resolves each task's action, the executor its action and connection plugins again, ~130 times in
-  a 14-task run). A resolution that succeeded without a deprecation, a redirect still pending or an error
-  is remembered for the same loader, name, arguments, search directories and collection paths, and a copy of
-  its outcome returned the next time. This assumes what Ansible itself assumes within a process (its
+  a 14-task run). A resolution that succeeded without a deprecation, a redirect still pending, an error or
+  a message (a routing redirect says ``redirecting ...`` at ``-vv`` each time it is resolved) is remembered
+  for the same loader, name, arguments, search directories and collection paths, and a copy of its outcome
+  returned the next time. This assumes what Ansible itself assumes within a process (its
   ``PLUGIN_PATH_CACHE`` and its cache of loaded plugin modules are never invalidated either): the plugin
   files of a run do not change while it runs. Memos are the run's own (keyed by the process).
 
@@ -47,6 +48,7 @@ _state = threading.local()  # .base: the play context of the task the lean path 
 _play_contexts: dict[tuple[Any, ...], Any] = {}  # key -> the validated play context (this run's process)
 _settled: set[tuple[type, str]] = set()  # parents whose validation is a no-op from now on (type, uuid)
 _resolutions: dict[tuple[Any, ...], Any] = {}  # key -> a plugin resolution's outcome (this run's process)
+_said = [0]  # messages the Display was asked to show or log (this process), so far
 _CONTEXT_LISTS = (
     "redirect_list",
     "raw_error_list",
@@ -210,8 +212,10 @@ def _hook_parents() -> None:
 
 def _hook_plugin_resolution() -> None:
     from ansible.plugins.loader import PluginLoader
+    from ansible.utils.display import Display
 
     find = PluginLoader.find_plugin_with_context
+    _count_messages(Display)
 
     def find_plugin_with_context(
         self: Any,
@@ -224,12 +228,27 @@ def _hook_plugin_resolution() -> None:
         key = _resolution_key(self, name, mod_type, ignore_deprecated, check_aliases, collection_list)
         if key is not None and (known := _resolutions.get(key)) is not None:
             return _context_copy(known)
+        before = _said[0]
         found = find(self, name, mod_type, ignore_deprecated, check_aliases, collection_list)
-        if key is not None and _reusable(found):
+        if key is not None and _said[0] == before and _reusable(found):  # it said nothing: nor will it again
             _resolutions[key] = _context_copy(found)
         return found
 
     PluginLoader.find_plugin_with_context = find_plugin_with_context
+
+
+def _count_messages(display_class: Any) -> None:
+    """Count what ``Display`` is asked to show (``display``) or show at a verbosity (``verbose``): a
+    resolution that said something (``redirecting (type: action) ...`` at ``-vv``, for a plugin a
+    collection's routing redirects) says it each time Ansible resolves it, so it is not remembered."""
+    for name in ("display", "verbose"):
+        original = getattr(display_class, name)
+
+        def counted(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            _said[0] += 1
+            return _original(self, *args, **kwargs)
+
+        setattr(display_class, name, counted)
 
 
 def _resolution_key(

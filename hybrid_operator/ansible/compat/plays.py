@@ -15,9 +15,10 @@ A load is kept only when its outcome cannot depend on the run, which the zygote 
   variables could name another), no ``import_playbook`` (its ``when`` is evaluated at load), no relative
   path resolved against the working directory (each run has its own: while the zygote loads, ``getcwd``
   answers a directory that cannot exist, and a question about a path under it keeps the playbook out);
-- it showed nothing (a warning, a deprecation); a message at a verbosity keeps it from runs at that
-  verbosity or more (they would show it), and a run with other ``--tags``/``--skip-tags`` than the
-  zygote's loads for itself (a play reads them when it is built);
+- it showed nothing (a warning, a deprecation); a message at a verbosity (``statically imported: ...`` at
+  ``-vv``, operator-sdk's default) is recorded, not shown, and each run that takes the load says it again
+  at the same point through its own ``Display`` (``adopt``); a run with other ``--tags``/``--skip-tags``
+  than the zygote's loads for itself (a play reads them when it is built);
 - it added no plugin directory (a role with ``library/`` or ``action_plugins/``): the load is stopped
   there, before the plugin loaders change, and that playbook is loaded by each run as before.
 
@@ -63,7 +64,7 @@ class Preloaded:
     probes: list[tuple[str, str, Any]]
     holders: list[tuple[Any, str]]  # (object or mapping, name): where the loader or variable manager sits
     tags: tuple[frozenset[str], frozenset[str]]
-    quiet_below: int  # runs at this verbosity or more would show a message the load gave: they load themselves
+    messages: list[tuple[Any, Any, int]]  # what the load said at a verbosity (msg, host, caplevel): said again
     taken: bool = False
 
 
@@ -71,7 +72,7 @@ class Preloaded:
 class _Record:
     probes: list[tuple[str, str, Any]] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
-    quiet_below: int = 1 << 30
+    messages: list[tuple[Any, Any, int]] = field(default_factory=list)
     depth: int = 0
     # What ``os.getcwd`` answers while the zygote loads: a directory that cannot exist, so that a path
     # resolved against the working directory (each run has its own) shows in the questions asked.
@@ -138,7 +139,7 @@ def preload(path: str) -> Preloaded | str:
         return holders
     tags = (frozenset(context.CLIARGS.get("tags", ())), frozenset(context.CLIARGS.get("skip_tags", ())))
     probes = list(dict.fromkeys(record.probes))  # a question asked twice was answered the same
-    return Preloaded(path, playbook, loader, variable_manager, probes, holders, tags, record.quiet_below)
+    return Preloaded(path, playbook, loader, variable_manager, probes, holders, tags, record.messages)
 
 
 def hook_preloaded(entries: dict[str, Preloaded], on_take: Callable[[str], None] | None = None) -> None:
@@ -159,15 +160,11 @@ def hook_preloaded(entries: dict[str, Preloaded], on_take: Callable[[str], None]
 
 
 def reusable(entry: Preloaded) -> bool:
-    """Whether this run may take ``entry``: not taken yet in it, the same tags, a verbosity that would show
-    nothing the load said, and every file-system question answered as it was."""
+    """Whether this run may take ``entry``: not taken yet in it, the same tags, and every file-system
+    question answered as it was."""
     from ansible import context
-    from ansible.utils.display import Display
 
     if entry.taken:
-        return False
-    display = Display()
-    if max(display.verbosity, getattr(display, "log_verbosity", 0)) > entry.quiet_below:
         return False
     tags = (frozenset(context.CLIARGS.get("tags", ())), frozenset(context.CLIARGS.get("skip_tags", ())))
     if tags != entry.tags:
@@ -177,8 +174,15 @@ def reusable(entry: Preloaded) -> bool:
 
 def adopt(entry: Preloaded, loader: Any, variable_manager: Any) -> Any:
     """Give the run ``entry``'s playbook with the run's loader and variable manager in place of the zygote's,
-    and its loader the files the load read, as a load of its own would have left them."""
+    and its loader the files the load read, as a load of its own would have left them; what the load said
+    at a verbosity is said now, through the run's ``Display`` (shown, logged and made an event as the run's
+    verbosity and callback decide, as it would have been)."""
+    from ansible.utils.display import Display
+
     entry.taken = True
+    display = Display()
+    for msg, host, caplevel in entry.messages:
+        display.verbose(msg, host=host, caplevel=caplevel)
     for holder, name in entry.holders:
         value = holder[name] if isinstance(holder, dict) else getattr(holder, name)
         new = loader if value is entry.loader else variable_manager
@@ -346,9 +350,8 @@ class _Hooks:
     def verbose(self, original: Any) -> Any:
         record = self.record
 
-        def message(shown: Any, msg: Any, host: Any = None, caplevel: int = 2) -> Any:
-            record.quiet_below = min(record.quiet_below, caplevel)
-            return original(shown, msg, host=host, caplevel=caplevel)
+        def message(_shown: Any, msg: Any, host: Any = None, caplevel: int = 2) -> None:
+            record.messages.append((msg, host, caplevel))  # said by each run that takes the load, not here
 
         return message
 

@@ -195,11 +195,14 @@ def resolutions(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[Any, Any], Callab
     """The lean path's plugin resolution memo installed in this process for one test, then taken out: the
     memo, and Ansible's own resolution."""
     from ansible.plugins.loader import PluginLoader
+    from ansible.utils.display import Display
 
     from hybrid_operator.ansible.compat import lean as lean_steps
 
     ansible_resolution = PluginLoader.find_plugin_with_context
     monkeypatch.setattr(PluginLoader, "find_plugin_with_context", ansible_resolution)
+    for name in ("display", "verbose"):  # counted by the hook: put back after the test
+        monkeypatch.setattr(Display, name, getattr(Display, name))
     monkeypatch.setattr(lean_steps, "_resolutions", {})
     lean_steps._hook_plugin_resolution()
     return lean_steps._resolutions, ansible_resolution
@@ -252,3 +255,34 @@ def test_a_plugin_not_found_or_deprecated_is_resolved_every_time(
     deprecated = action_loader.find_plugin_with_context("debug")
     deprecated.deprecated = True
     assert not lean_steps._reusable(deprecated)
+
+
+@pytest.mark.skipif(compat.ansible_version()[:2] != (2, 21), reason="the lean task steps are 2.21's")
+def test_a_resolution_that_says_something_is_resolved_and_said_every_time(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A collection's routing redirect says ``redirecting (type: action) ...`` at ``-vv`` each time Ansible
+    resolves the name: remembered, later resolutions would say nothing (seen at -vv in a Foo run, whose
+    ``operator_sdk.util.requeue_after`` is routed to ``hybrid_operator.util``)."""
+    from ansible.plugins.loader import PluginLoader, action_loader
+    from ansible.utils.display import Display
+
+    from hybrid_operator.ansible.compat import lean as lean_steps
+
+    ansible_resolution = PluginLoader.find_plugin_with_context
+
+    def redirected(self: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        Display().vv(f"redirecting (type: action) {name} to ansible.builtin.debug")
+        return ansible_resolution(self, "debug", *args, **kwargs)
+
+    monkeypatch.setattr(PluginLoader, "find_plugin_with_context", redirected)
+    for name in ("display", "verbose"):
+        monkeypatch.setattr(Display, name, getattr(Display, name))
+    monkeypatch.setattr(Display(), "verbosity", 2)
+    monkeypatch.setattr(lean_steps, "_resolutions", {})
+    lean_steps._hook_plugin_resolution()
+    for _ in range(3):
+        assert action_loader.find_plugin_with_context("old.collection.debug").resolved
+    assert lean_steps._resolutions == {}
+    shown = capsys.readouterr()
+    assert (shown.out + shown.err).count("redirecting (type: action) old.collection.debug") == 3
