@@ -127,10 +127,10 @@ def preload(path: str) -> Preloaded | str:
         with _recording(record):
             playbook = Playbook.load(path, variable_manager=variable_manager, loader=loader)
     except _Stop:
-        pass
+        return record.refusals[0]
     except Exception as exc:  # left to the runs, which report it as they always did
         return f"{type(exc).__name__} while loading"
-    if any(record.cwd in path for _kind, path, _answer in record.probes):
+    if any(record.cwd in asked for _kind, asked, _answer in record.probes):
         record.refusals.append("it resolves a path against the working directory")
     if record.refusals:
         return record.refusals[0]
