@@ -308,14 +308,19 @@ class WarmExecutor:
         return zygote
 
     def _playbooks_ahead(self) -> list[str]:
-        """The playbooks the zygote loads ahead (``plays``): the wrapper of each role on the runs' roles path
-        and of each role watches.yaml names by its path (written here, as a run of it would), and the
-        playbooks watches.yaml names."""
-        roots = project.roles_path_entries(self.setup.env.get("ANSIBLE_ROLES_PATH"))
-        roles = [child.name for root in roots for child in sorted(root.iterdir()) if project.is_role(child)]
-        roles += [str(path) for path in self.settings.prepared_dirs if project.is_role(path)]
-        wrappers = [str(self.setup.wrapper_for(role)) for role in list(dict.fromkeys(roles))[: plays.MAX_PLAYBOOKS]]
-        return wrappers + [str(path) for path in self.settings.prepared_playbooks if path.is_absolute()]
+        """The playbooks the zygote loads ahead (``plays``), at most ``plays.MAX_PLAYBOOKS``: those watches.yaml
+        names, then the wrapper (written here, as a run of it would) of each role watches.yaml names by its
+        path and of each role on the runs' roles path."""
+        named = [str(path) for path in self.settings.prepared_playbooks if path.is_absolute()]
+        roles = [str(path) for path in self.settings.prepared_dirs if project.is_role(path)]
+        for root in project.roles_path_entries(self.setup.env.get("ANSIBLE_ROLES_PATH")):
+            try:
+                roles += [child.name for child in sorted(root.iterdir()) if project.is_role(child)]
+            except OSError:  # unreadable: its roles are loaded by the runs, which say why if they must
+                continue
+        room = max(0, plays.MAX_PLAYBOOKS - len(named))  # a bounded warm-up request, whatever the project holds
+        wrappers = [str(self.setup.wrapper_for(role)) for role in list(dict.fromkeys(roles))[:room]]
+        return named[: plays.MAX_PLAYBOOKS] + wrappers
 
     def _internal_run(self, name: str) -> tuple[protocol.RunSpec, str]:
         """The run spec of the warm-up or the self-test (the same playbook, each with its own token)."""

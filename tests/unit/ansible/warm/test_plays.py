@@ -204,3 +204,27 @@ def test_switched_off_or_without_the_lean_path_nothing_is_loaded(monkeypatch: py
     monkeypatch.setenv(plays.DISABLE_ENV, "0")
     assert plays.preload(["/nonexistent/run.yml"], lean_on=True) == [f"{plays.DISABLE_ENV}=0"]
     assert plays.PRELOADED == {}
+
+
+def test_the_warm_up_names_the_watches_playbooks_first_and_at_most_the_bound(tmp_path: Path) -> None:
+    """The executor's side: the playbooks watches.yaml names, then a wrapper for each role (by path, then on
+    the roles path), never more than ``MAX_PLAYBOOKS`` in all, whatever the project holds."""
+    from hybrid_operator.ansible.running import ExecutorSettings
+    from hybrid_operator.ansible.warm.executor import WarmExecutor
+
+    roles = tmp_path / "roles"
+    for index in range(plays.MAX_PLAYBOOKS + 10):
+        (roles / f"r{index:03}" / "tasks").mkdir(parents=True)
+    (roles / ".hidden" / "tasks").mkdir(parents=True)
+    (roles / "not-a-role").mkdir()
+    named = (tmp_path / "site.yml", tmp_path / "cleanup.yml")
+    settings = ExecutorSettings(artifacts_root=tmp_path / "runs", roles_paths=(roles,), prepared_playbooks=named)
+    executor = WarmExecutor(settings)  # not started: no zygote
+    try:
+        ahead = executor._playbooks_ahead()
+        assert ahead[:2] == [str(path) for path in named] and len(ahead) == plays.MAX_PLAYBOOKS
+        wrapper = Path(ahead[2])
+        assert wrapper.name.startswith("r000-") and 'role: "r000"' in wrapper.read_text()
+        assert not any(".hidden" in path or "not-a-role" in path for path in ahead)
+    finally:
+        executor.close()
