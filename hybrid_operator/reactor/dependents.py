@@ -16,7 +16,11 @@ content wakes nobody.
 A role that reads its children's status (the foo role reports its Deployment's ``availableReplicas``)
 declares it with ``watchDependentStatusChanges``: then a change of a child's ``status`` wakes that owner
 too, instead of the owner polling with a timed requeue. Only owners that declare it are woken; status
-churn nobody reads still wakes nobody.
+churn nobody reads still wakes nobody. A kind's informer starts when a run first reports a child of it,
+so that child's status may have moved before the informer listed it (a Deployment whose pods came up
+while the informer's thread waited for the CPU, on a loaded machine): the children such an informer lists
+at its start wake their status-reading owners once. Not those of an informer started for a restart's drift
+check (``ensure``): that would wake every owner ``skipConvergedAtStart`` meant to leave alone.
 
 What is kept of a child: nothing here reads a child's body, only its metadata (owner references,
 operator-sdk's annotations, generation, deletion mark) and whether its declared content or its status
@@ -34,7 +38,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hybrid_operator.kube.client import ApiError, Kube, KubeObject
@@ -178,7 +182,7 @@ class DependentWatches:
             return
         if not child.namespaced and not watch.watch_cluster_scoped_resources:
             return  # children in other namespaces are watched as upstream does (in the watched namespaces)
-        self._watch_kind(watch, gvk)
+        self._watch_kind(watch, gvk, wake_listed=True)
 
     def ensure(self, owner_kind: GVK, gvk: GVK) -> None:
         """Watch a child kind an earlier run of ``owner_kind`` recorded (a restart's drift check needs its
@@ -187,16 +191,16 @@ class DependentWatches:
         if watch is not None and watch.watch_dependent_resources and gvk not in watch.blacklist:
             self._watch_kind(watch, gvk)
 
-    def _watch_kind(self, watch: Watch, gvk: GVK) -> None:
+    def _watch_kind(self, watch: Watch, gvk: GVK, wake_listed: bool = False) -> None:
         with self._lock:
             self._kinds_of.setdefault(watch.gvk, set()).add(gvk)
             if gvk in self._started or self.stopping.is_set():
                 return
             self._started.add(gvk)
         # Resolved in a thread of its own, which ends after one discovery request.
-        Loop(f"dependent-{gvk.kind}", lambda _stopping: self._start(gvk), self.stopping).start()
+        Loop(f"dependent-{gvk.kind}", lambda _stopping: self._start(gvk, wake_listed), self.stopping).start()
 
-    def _start(self, gvk: GVK) -> None:
+    def _start(self, gvk: GVK, wake_listed: bool = False) -> None:
         try:
             resource = self.kube.resource(gvk)
         except ApiError as exc:
@@ -205,13 +209,13 @@ class DependentWatches:
                 self._started.discard(gvk)
             return
         namespaces = self.namespaces if resource.namespaced and self.namespaces else ("",)
-        informers = []
+        informers: list[Informer] = []
         for namespace in namespaces:
             keep = None if self.keep_bodies else metadata_only
             informer = Informer(
                 self.kube,
                 resource,
-                self._handle,
+                self._listing_handler(wake_listed, informers),
                 namespace=namespace,
                 stopping=self.stopping,
                 keep=keep,
@@ -282,10 +286,26 @@ class DependentWatches:
             for owner in after:
                 self._children.setdefault(owner, set()).add(entry)
 
-    def _handle(self, event_type: str, old: KubeObject | None, new: KubeObject) -> None:
+    def _listing_handler(
+        self, wake_listed: bool, informers: list[Informer]
+    ) -> Callable[[str, KubeObject | None, KubeObject], None]:
+        """The handler of the informer about to be appended to ``informers``: ``_handle``, told whether an
+        event is one of the informer's first listing and ``wake_listed``."""
+        index = len(informers)
+
+        def handle(event_type: str, old: KubeObject | None, new: KubeObject) -> None:
+            listing = wake_listed and index < len(informers) and not informers[index].synced.is_set()
+            self._handle(event_type, old, new, listed_at_start=listing)
+
+        return handle
+
+    def _handle(self, event_type: str, old: KubeObject | None, new: KubeObject, listed_at_start: bool = False) -> None:
         if self._children is not None:
             self._index(event_type, old, new)
         if event_type == "ADDED":
+            if listed_at_start and new.get("status"):  # its status may have moved before this watch began
+                for key in self.owners_of(new, status_readers_only=True):
+                    self.queue.add(key, priority=PRIORITY_CHANGE)
             return
         if event_type == "MODIFIED" and (old is None or not significant_change(old, new)):
             if old is None or old.get("status") == new.get("status"):

@@ -233,3 +233,36 @@ def test_no_index_is_kept_unless_a_watch_skips() -> None:
     deps = DependentWatches(None, WorkQueue(global_limit=1, per_kind_limits={}), [MEMCACHED], (), threading.Event())  # type: ignore[arg-type]
     deps._handle("ADDED", None, owned("web"))
     assert deps._children is None
+
+
+def _reader_world(wake_listed: bool) -> tuple[DependentWatches, WorkQueue, Informer]:
+    readers = Watch(gvk=MEMCACHED.gvk, target=MEMCACHED.target, watch_dependent_status_changes=True)
+    queue = WorkQueue(global_limit=1, per_kind_limits={})
+    deps = DependentWatches(None, queue, [readers], (), threading.Event())  # type: ignore[arg-type]
+    informers: list[Informer] = []
+    handler = deps._listing_handler(wake_listed, informers)
+    informer = Informer(None, Resource(DEPLOYMENT_GVK, "deployments", True), handler, keep=metadata_only)  # type: ignore[arg-type]
+    informers.append(informer)
+    return deps, queue, informer
+
+
+def test_a_child_listed_as_its_kinds_watch_begins_wakes_an_owner_that_reads_its_status() -> None:
+    """A run reports a Deployment, and the Deployment informer starts in a thread of its own: the pods may
+    come up before it lists (a loaded machine). What it lists at its start then wakes the owners that read
+    their children's status, once; a child created later (a live ADDED) wakes nobody, as before."""
+    _deps, queue, informer = _reader_world(wake_listed=True)
+    informer._apply("ADDED", owned("web", status={"availableReplicas": 2}))
+    assert _queued(queue) == [OWNER_KEY]
+    informer._apply("ADDED", owned("bare"))  # no status yet: nothing can have been missed
+    assert _queued(queue) == []
+    informer.synced.set()
+    informer._apply("ADDED", owned("later", status={"availableReplicas": 1}))
+    assert _queued(queue) == []
+
+
+def test_a_restarts_drift_check_informer_wakes_nobody_with_what_it_lists() -> None:
+    """``ensure`` (a restart's ``skipConvergedAtStart`` check) starts informers too: their listing must not
+    wake the owners that check means to leave alone."""
+    _deps, queue, informer = _reader_world(wake_listed=False)
+    informer._apply("ADDED", owned("web", status={"availableReplicas": 2}))
+    assert _queued(queue) == []
