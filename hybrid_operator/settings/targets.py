@@ -37,7 +37,7 @@ def resolve_role(role: str, base_dirs: Sequence[Path], roles_paths: Sequence[Pat
     candidate = Path(role)
     if candidate.is_absolute():
         if not _is(candidate, stat.S_ISDIR):
-            raise ValueError(f"role directory not found: {role}")
+            raise ValueError(f"role directory not found: {_shown(role)}")
         return _a_role(candidate)
     for directory in roles_paths:
         if _is(directory / role, stat.S_ISDIR):
@@ -49,7 +49,7 @@ def resolve_role(role: str, base_dirs: Sequence[Path], roles_paths: Sequence[Pat
             if _is(option, stat.S_ISDIR):
                 return _a_role(option.resolve())
     searched = [str(d) for d in roles_paths] + [str(b / "roles") for b in base_dirs]
-    raise ValueError(f"role '{role}' not found (searched {', '.join(searched)})")
+    raise ValueError(f"role {_shown(role, quote=True)} not found (searched {', '.join(searched)})")
 
 
 def resolve_playbook(playbook: str, base_dirs: Sequence[Path]) -> Path:
@@ -57,7 +57,7 @@ def resolve_playbook(playbook: str, base_dirs: Sequence[Path]) -> Path:
     _check_path_text(playbook)
     found = _first_existing(Path(playbook), base_dirs)
     if found is None or not _is(found, stat.S_ISREG):
-        raise ValueError(f"file not found: {playbook}")
+        raise ValueError(f"file not found: {_shown(playbook)}")
     try:
         text = read_text(found, limit=PLAYBOOK_MAX_BYTES, what="playbook")
     except ConfigError as exc:
@@ -82,6 +82,14 @@ def _a_role(directory: Path) -> str:
             "meta/main.yml, defaults/main.yml or vars/main.yml"
         )
     return str(directory)
+
+
+def _shown(text: str, quote: bool = False) -> str:
+    """``text`` for a one-line error message: as written when it prints so, else escaped (a newline in a
+    name must not start a new line in the log)."""
+    if text.isprintable():
+        return f"'{text}'" if quote else text
+    return repr(text)
 
 
 def _check_path_text(text: str) -> None:

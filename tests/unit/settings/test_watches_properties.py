@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from hybrid_operator.errors import ConfigError
@@ -155,6 +155,7 @@ def test_a_valid_entry_with_an_arbitrary_selector(path: Path, selector: dict[str
 
 @SETTINGS
 @given(FINALIZERS, st.lists(GVKS | VALUES, max_size=3))
+@example({"name": "0", "playbook": "0\n"}, [])  # a name ending in a newline: the error stays one line
 def test_a_valid_entry_with_arbitrary_finalizer_and_blacklist(path: Path, finalizer: Any, blacklist: Any) -> None:
     outcome(path, dump([{**BASE, "finalizer": finalizer, "blacklist": blacklist}]))
 
