@@ -9,8 +9,9 @@ run is its loader and variable manager; the zygote notes which objects hold the 
 A load is kept only when its outcome cannot depend on the run, which the zygote records while it loads:
 
 - every question it asked the file system (``exists``, ``isdir``, ``isfile``, ``islink``, ``listdir``,
-  ``stat``, ``realpath``) and every file it read (by ``stat``: device, inode, size, times, mode) must get the
-  same answer in the run, asked again there (a role found elsewhere, a file edited, replaced or added);
+  ``stat``, ``realpath``, and ``expanduser``/``expandvars``, which read the environment) and every file it
+  read (by ``stat``: device, inode, size, times, mode) must get the same answer in the run, asked again
+  there (a role found elsewhere, a file edited, replaced or added);
 - no value it templated held a template (a role name or an imported file named by a variable: the run's
   variables could name another), no ``import_playbook`` (its ``when`` is evaluated at load), no relative
   path resolved against the working directory (each run has its own: while the zygote loads, ``getcwd``
@@ -113,7 +114,6 @@ def preload_problems() -> list[str]:
 def preload(path: str) -> Preloaded | str:
     """Load the playbook at ``path`` (absolute) as a run would, recording what the load depended on; the
     loaded playbook, or why it is left to the runs."""
-    from ansible import context
     from ansible.parsing.dataloader import DataLoader
     from ansible.playbook import Playbook
     from ansible.vars.manager import VariableManager
@@ -137,9 +137,8 @@ def preload(path: str) -> Preloaded | str:
     holders = _holders(loader, variable_manager)
     if isinstance(holders, str):
         return holders
-    tags = (frozenset(context.CLIARGS.get("tags", ())), frozenset(context.CLIARGS.get("skip_tags", ())))
     probes = list(dict.fromkeys(record.probes))  # a question asked twice was answered the same
-    return Preloaded(path, playbook, loader, variable_manager, probes, holders, tags, record.messages)
+    return Preloaded(path, playbook, loader, variable_manager, probes, holders, _tags(), record.messages)
 
 
 def hook_preloaded(entries: dict[str, Preloaded], on_take: Callable[[str], None] | None = None) -> None:
@@ -162,12 +161,7 @@ def hook_preloaded(entries: dict[str, Preloaded], on_take: Callable[[str], None]
 def reusable(entry: Preloaded) -> bool:
     """Whether this run may take ``entry``: not taken yet in it, the same tags, and every file-system
     question answered as it was."""
-    from ansible import context
-
-    if entry.taken:
-        return False
-    tags = (frozenset(context.CLIARGS.get("tags", ())), frozenset(context.CLIARGS.get("skip_tags", ())))
-    if tags != entry.tags:
+    if entry.taken or _tags() != entry.tags:
         return False
     return all(_ask(kind, path) == answer for kind, path, answer in entry.probes)
 
@@ -193,6 +187,13 @@ def adopt(entry: Preloaded, loader: Any, variable_manager: Any) -> Any:
     for key, value in entry.loader._FILE_CACHE.items():
         loader._FILE_CACHE.setdefault(key, value)
     return entry.playbook
+
+
+def _tags() -> tuple[frozenset[str], frozenset[str]]:
+    """This process's ``--tags`` and ``--skip-tags``, which a play reads when it is built."""
+    from ansible import context
+
+    return frozenset(context.CLIARGS.get("tags", ())), frozenset(context.CLIARGS.get("skip_tags", ()))
 
 
 def _holders(loader: Any, variable_manager: Any) -> list[tuple[Any, str]] | str:

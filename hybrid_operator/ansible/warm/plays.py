@@ -53,13 +53,9 @@ def preload(paths: Iterable[str], lean_on: bool) -> list[str]:
     return left
 
 
-def describe(left: list[str]) -> str:
-    """The zygote's log line about what it loaded ahead."""
+def report_line(left: list[str]) -> None:
+    """The zygote's log line about what it loaded ahead, and what it left to the runs and why."""
     text = f"zygote: {len(PRELOADED)} playbooks loaded ahead"
     if left:
         text += f"; left to the runs: {'; '.join(left)}"
-    return text
-
-
-def report_line(left: list[str]) -> None:
-    print(describe(left), file=sys.stderr)
+    print(text, file=sys.stderr)
