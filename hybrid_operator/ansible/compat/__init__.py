@@ -59,6 +59,7 @@ from hybrid_operator.ansible.compat.modules import (
 from hybrid_operator.ansible.compat.names import decoder_keys, template_keywords
 from hybrid_operator.ansible.compat.plays import Preloaded, hook_preloaded, preload, preload_problems
 from hybrid_operator.ansible.compat.plugindocs import hook_plugin_docs, plugin_docs_problems
+from hybrid_operator.ansible.compat.rpchost import defer_rpc_host, start_rpc_host
 from hybrid_operator.ansible.compat.runner import RunnerCommand, replay_output, runner_command, runner_problems
 from hybrid_operator.ansible.compat.stackwalk import stack_walk_problems, walk_stack_lazily
 from hybrid_operator.ansible.compat.state import (
@@ -112,6 +113,7 @@ __all__ = [
     "copy_template_variables_shallow",
     "datatag_problems",
     "decoder_keys",
+    "defer_rpc_host",
     "find_missing",
     "fresh_event_contexts",
     "hook_inline_tasks",
@@ -154,6 +156,7 @@ __all__ = [
     "skip_cleaning_no_facts",
     "skip_unchanged_fact_writes",
     "stack_walk_problems",
+    "start_rpc_host",
     "stream_event_partials",
     "template_cache_problems",
     "template_keywords",

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
+from hybrid_operator.ansible.compat.rpchost import start_rpc_host
 from hybrid_operator.ansible.compat.versions import UNTESTED_ENV, ansible_version
 
 # The minors whose ``WorkerProcess._run`` ``run_task_inline`` mirrors line by line (2.19 and 2.20 build the
@@ -291,6 +292,7 @@ def hook_inline_tasks(runs_here: Callable[[str, object, bool], bool]) -> None:
                 queue: Any = getattr(self, "worker_queue", None)
                 if isinstance(queue, _DeferredQueue):
                     self.worker_queue = queue.made()  # before the fork: the child shares its pipe
+                start_rpc_host()  # before the fork too: the worker calls back into this process's server
                 super().start()
 
     strategy.WorkerProcess = InlineWorker

@@ -23,6 +23,8 @@ the shape.
 
 from __future__ import annotations
 
+import sys
+
 from hybrid_operator.ansible import compat
 
 # Set to 0 in the operator's environment, every task forks Ansible's worker again (to compare, or to rule
@@ -52,4 +54,8 @@ def install() -> list[str]:
     if not problems:
         compat.hook_inline_tasks(runs_here)
         _installed.append(True)
+        # Only a forked worker calls ansible-core's RPC server: start it in a run when one is forked. If that
+        # cannot be installed, each run starts it, as usual: slower, not wrong.
+        if deferral := compat.defer_rpc_host():
+            print(f"zygote: each run starts ansible-core's RPC server: {'; '.join(deferral)}", file=sys.stderr)
     return problems

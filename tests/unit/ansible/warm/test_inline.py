@@ -193,6 +193,36 @@ def test_only_worker_slots_that_fork_make_a_prompt_queue(tmp_path: Path) -> None
     assert out["made"].get("WorkerQueue", 0) == 2, out["made"]  # one per forked slot, made before its fork
 
 
+_RPC = """
+import json, sys
+from ansible._internal import _rpc_host
+started = []
+start = _rpc_host.LocalManager.start
+def counted(self, *args, **kwargs):
+    started.append(True)
+    return start(self, *args, **kwargs)
+_rpc_host.LocalManager.start = counted
+from hybrid_operator.ansible import compat
+from hybrid_operator.ansible.warm import inline
+assert inline.install() == []
+assert compat.rpchost.deferred()
+rc = compat.run_playbook(["ansible-playbook", sys.argv[1]])
+print(json.dumps({"rc": rc, "started": len(started)}))
+"""
+
+
+@pytest.mark.skipif(bool(compat.inline_task_problems()), reason="this ansible-core keeps the worker fork")
+@pytest.mark.skipif(compat.ansible_version()[:2] < (2, 21), reason="no RPC server before ansible-core 2.21")
+@pytest.mark.parametrize(("playbook", "started"), [(_LOOP_PLAYBOOK, 0), (_PLAYBOOK, 1)], ids=["local", "add_host"])
+def test_the_rpc_server_is_started_only_for_a_forked_worker(tmp_path: Path, playbook: str, started: int) -> None:
+    # Local tasks only: nothing calls the server, so it is never started. add_host and group_by fork a worker
+    # that calls it: started once, before the first fork, and the inventory they changed is the one used.
+    stdout, out = _counted(tmp_path, _RPC, playbook)
+    assert out["started"] == started, out
+    if started:
+        assert "seen [1, 2, 3]" in stdout and "in made_3" in stdout
+
+
 # What a task's result holds: JSON-like data, Ansible's tagged strings and containers among it.
 _RESULT_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
