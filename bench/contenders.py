@@ -20,6 +20,9 @@ this is upstream's switch to do the same.
 ``warm-engine`` is ``warm`` with the lean path off (``HYBRID_OPERATOR_LEAN=0``: every task on Ansible's own
 steps, every API module in a fork), what ``warm`` was before it.
 
+``warm-fresh-fork`` is ``warm`` without the zygote's spare (``HYBRID_OPERATOR_SPARE_RUN=0``): every run is
+forked when it arrives, as before spares.
+
 ``warm-skip`` is ``warm`` with ``skipConvergedAtStart`` on the Foo watch: at start-up, a Foo its last run
 converged (and whose Deployment nobody changed since) is not run again.
 
@@ -62,6 +65,7 @@ class Contender:
     cache_reads: bool = False  # ours: --proxy-cache-reads=true (runs' reads of watched kinds from the cache)
     skip_converged: bool = False  # ours: the watch has skipConvergedAtStart (converged objects skip the start-up run)
     lean: bool = True  # ours, warm: the lean path where the ansible-core minor has it (False: HYBRID_OPERATOR_LEAN=0)
+    spare: bool = True  # ours, warm: the zygote forks the next run's child ahead (False: HYBRID_OPERATOR_SPARE_RUN=0)
 
     @property
     def slug(self) -> str:
@@ -81,6 +85,7 @@ CONTENDERS: dict[str, Contender] = {
     "warm-poll": Contender("warm-poll", "ours", "warm", True),
     "warm-cache": Contender("warm-cache", "ours", "warm", True, status_wake=True, cache_reads=True),
     "warm-skip": Contender("warm-skip", "ours", "warm", True, status_wake=True, skip_converged=True),
+    "warm-fresh-fork": Contender("warm-fresh-fork", "ours", "warm", True, status_wake=True, spare=False),
     "warm-engine": Contender("warm-engine", "ours", "warm", True, status_wake=True, lean=False),
     "peer": Contender("peer", "peer"),
     "warm-sharded-1": Contender("warm-sharded-1", "ours", "warm", True, replicas=1, status_wake=True),
@@ -197,6 +202,8 @@ class Running:
                 env["POD_NAME"] = f"{contender.slug}-{index}"
             if not contender.lean:
                 env["HYBRID_OPERATOR_LEAN"] = "0"
+            if not contender.spare:
+                env["HYBRID_OPERATOR_SPARE_RUN"] = "0"
         else:
             if tools.peer_binary is None:
                 raise RuntimeError("no peer binary")

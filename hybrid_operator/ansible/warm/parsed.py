@@ -1,6 +1,6 @@
 """Role YAML parsed once, in the zygote, for every run: the warm executor's parsed-file cache.
 
-Where it sits: the zygote (``zygote.ZygoteServer.prepare_roles``) calls ``install`` and then ``parse`` with the
+Where it sits: the zygote (``project.prepare_roles``) calls ``install`` and then ``parse`` with the
 roles' YAML files (``project.role_files``) after its warm-up. Every run is a fresh fork, so before this each
 run read and parsed the YAML of its role (tasks, handlers, defaults, vars, meta: for ``roles/foo`` 7 files,
 ~5 ms of CPU, and more for roles of hundreds of tasks) although the files had not changed since the last

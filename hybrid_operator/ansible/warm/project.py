@@ -1,20 +1,25 @@
 """The files of the roles every run may use, found once by the zygote so it can prepare them for its forks.
 
-Where it sits: the zygote (``zygote.ZygoteServer.start``) calls ``role_files`` after its warm-up, with the
-roles path of its environment (``ANSIBLE_ROLES_PATH``: the operator's ``--roles-path`` entries and the
-``roles/`` beside watches.yaml) and the directories its warm-up request names (``protocol.WarmUp.prepare``:
-the roles watches.yaml names by their path and the ``roles/`` beside its playbooks, from
-``executors.prepared_dirs``), and hands the YAML files to ``templates`` (their Jinja templates compiled once
-for every run) and ``yamlcache`` (parsed once for every run). Bounded: a roles path holding a whole file
-system costs the zygote at most ``MAX_FILES`` files of at most ``MAX_FILE_BYTES`` each, ``MAX_BYTES`` in all;
+Where it sits: the zygote (``zygote.ZygoteServer.start``) calls ``prepare_roles`` after its warm-up, which
+finds the files (``role_files``) of the roles on the roles path of its environment (``ANSIBLE_ROLES_PATH``:
+the operator's ``--roles-path`` entries and the ``roles/`` beside watches.yaml) and in the directories its
+warm-up request names (``protocol.WarmUp.prepare``: the roles watches.yaml names by their path and the
+``roles/`` beside its playbooks, from ``executors.prepared_dirs``), and hands the YAML files to ``parsed``
+(parsed once for every run) and the templates to ``templates`` (compiled once for every run). Bounded: a
+roles path holding a whole file system costs the zygote at most ``MAX_FILES`` files of at most
+``MAX_FILE_BYTES`` each, ``MAX_BYTES`` in all;
 anything past that is simply not prepared (runs read it themselves, as before).
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from hybrid_operator.ansible.warm import actions, inworker, parsed, templates
 
 MAX_FILES = 2000
 MAX_FILE_BYTES = 1 << 20
@@ -102,3 +107,29 @@ def _files(directory: Path) -> list[Path]:
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         out += [Path(base, n) for n in sorted(names) if not n.startswith(".") and os.path.isfile(os.path.join(base, n))]
     return out
+
+
+def prepare_roles(extra_dirs: list[Path]) -> list[str]:
+    """What every run would otherwise do for the roles on the roles path and in ``extra_dirs`` (the directories
+    the warm-up request named): parse their YAML, compile their templates, load their action plugins
+    (``parsed``, ``templates``, ``actions``); the task names whose modules' payloads the builder prepares (none
+    when runs keep them each in a cache of their own)."""
+    started = time.monotonic()
+    roots = roles_path_entries(os.environ.get("ANSIBLE_ROLES_PATH"))
+    files = role_files([*roots, *extra_dirs])
+    for name, problems in (("parsed files", parsed.install()), ("template", templates.install())):
+        if problems:
+            print(f"zygote: no {name} cache: {'; '.join(problems)}", file=sys.stderr)
+    role_data = parsed.parse(files.yaml)
+    compiled = templates.warm(role_data, files.templates)
+    tried, loaded = actions.preload_role_actions(role_data)
+    seconds = time.monotonic() - started
+    print(
+        f"zygote: {len(role_data)} role files parsed, {compiled} templates compiled, {loaded} action plugins "
+        f"of {tried} task names loaded in {seconds:.2f}s",
+        file=sys.stderr,
+    )
+    if files.truncated:
+        count = len(files.yaml) + len(files.templates)
+        print(f"zygote: only the first {count} role files prepared", file=sys.stderr)
+    return actions.action_names(role_data) if inworker.installed() else []

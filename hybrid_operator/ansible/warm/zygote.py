@@ -12,7 +12,8 @@ immortal, so a run copies fewer of its pages), and then serves the executor over
 (``forking``), Ansible's process-wide state reset (``compat``), then ``PlaybookCLI`` and ``os._exit``.
 Right before that exit the child writes its exit status on a pipe of its own, its output flushed: the
 zygote reports the run's end then, not when the kernel has torn the fork down (5-70 ms later), and still
-reaps it after, its timeout in force until then.
+reaps it after, its timeout in force until then. While no run runs, the zygote forks the next run's child
+ahead (``spares``): it detaches and resets, then waits for its run, which then starts without a fork.
 The zygote itself never changes after the warm-up, so every run starts from the same state and nothing a
 run does reaches the next one.
 
@@ -56,14 +57,13 @@ from hybrid_operator.ansible.warm import (
     inline,
     inworker,
     lean,
-    parsed,
     payloads,
     plays,
     plugindocs,
     project,
     protocol,
     smallhooks,
-    templates,
+    spares,
 )
 from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, terminate
 
@@ -99,6 +99,7 @@ class ZygoteServer:
         self._builder: int | None = None
         self._prepare: list[Path] = []  # roles (or dirs of roles) to prepare besides the roles path
         self._playbooks: list[str] = []  # playbooks to load ahead for the runs (``plays``)
+        self._spare = spares.Slot()  # the next run's child, forked ahead
 
     def send(self, message: protocol.Message) -> None:
         self.sock.sendall(protocol.encode(message))
@@ -138,7 +139,7 @@ class ZygoteServer:
         smallhooks.install()
         payload_names: list[str] = []
         try:
-            payload_names = self.prepare_roles()
+            payload_names = project.prepare_roles(self._prepare)
         except Exception as exc:  # what is not prepared, each run does itself, as without a zygote
             print(f"zygote: roles not prepared ahead: {type(exc).__name__}: {exc}", file=sys.stderr)
         plays.report_line(plays.preload(self._playbooks, lean.installed()))
@@ -183,31 +184,6 @@ class ZygoteServer:
         else:
             plugindocs.preload_lookups()
 
-    def prepare_roles(self) -> list[str]:
-        """What every run would otherwise do for the roles on the roles path and in the directories the warm-up
-        request named: parse their YAML, compile their templates, load their action plugins (``project``,
-        ``parsed``, ``templates``, ``actions``); the task names whose modules' payloads the builder prepares (none
-        when runs keep them each in a cache of their own)."""
-        started = time.monotonic()
-        roots = project.roles_path_entries(os.environ.get("ANSIBLE_ROLES_PATH"))
-        files = project.role_files([*roots, *self._prepare])
-        for name, problems in (("parsed files", parsed.install()), ("template", templates.install())):
-            if problems:
-                print(f"zygote: no {name} cache: {'; '.join(problems)}", file=sys.stderr)
-        role_data = parsed.parse(files.yaml)
-        compiled = templates.warm(role_data, files.templates)
-        tried, loaded = actions.preload_role_actions(role_data)
-        seconds = time.monotonic() - started
-        print(
-            f"zygote: {len(role_data)} role files parsed, {compiled} templates compiled, {loaded} action plugins "
-            f"of {tried} task names loaded in {seconds:.2f}s",
-            file=sys.stderr,
-        )
-        if files.truncated:
-            count = len(files.yaml) + len(files.templates)
-            print(f"zygote: only the first {count} role files prepared", file=sys.stderr)
-        return actions.action_names(role_data) if inworker.installed() else []
-
     def _first_message(self) -> protocol.WarmUp:
         while True:
             data = self.sock.recv(1 << 16)
@@ -250,15 +226,27 @@ class ZygoteServer:
         forking.flush_std()
         pid = os.fork()
         if pid == 0:
-            inherited = [self.sock.fileno(), self._wake_r, self._wake_w, done_r, *self._done]
-            child.become_run(run, local_tmp, inherited, done_w)
+            child.become_run(run, local_tmp, [*self._own_fds(), done_r], done_w)
         os.close(done_w)
         self._local_tmps[pid] = local_tmp
         self._done[done_r] = pid
         return pid
 
+    def _own_fds(self) -> list[int]:
+        """The zygote's descriptors a forked child must close."""
+        return [self.sock.fileno(), self._wake_r, self._wake_w, *self._done, *self._spare.fds()]
+
+    def _fork_spare(self) -> None:
+        """The next run's child, forked while no run runs: a fork beside a run slows the run down as much as it
+        saves the next one (the fork and the run's copy-on-write faults contend for the same pages)."""
+        if any(not r.reported and not r.timed_out for r in self.running.values()):
+            return
+        if not self._stopping and (spare := self._spare.fill(self.tmp_root, self._own_fds())):
+            self._local_tmps[spare.pid] = spare.local_tmp
+
     def serve(self) -> None:
         while not self._stopping:
+            self._fork_spare()
             watched: list[socket.socket | int] = [self.sock, self._wake_r, *self._done]
             readable, _w, _x = select.select(watched, [], [], self._select_timeout())
             if self._wake_r in readable:
@@ -286,7 +274,10 @@ class ZygoteServer:
         return max(0.0, min(moments) - time.monotonic())
 
     def _start_run(self, message: protocol.Run) -> None:
-        pid = self.fork(message.run)
+        spare = self._spare.take(message)
+        if spare is not None:
+            self._done[spare.done] = spare.pid
+        pid = spare.pid if spare is not None else self.fork(message.run)
         deadline = time.monotonic() + message.run.timeout if message.run.timeout else None
         self.running[pid] = _Running(message.id, pid, deadline)
         self.send(protocol.Started(message.id, pid))
@@ -321,6 +312,7 @@ class ZygoteServer:
                 return
             if pid == self._builder:
                 self._builder = None
+            self._spare.reaped(pid)
             shutil.rmtree(self._local_tmps.pop(pid, ""), ignore_errors=True)
             self._forget_done_pipe(pid)
             running = self.running.get(pid)
@@ -358,6 +350,9 @@ class ZygoteServer:
         if self._builder is not None:  # what it has not built yet, the next zygote's runs build
             with contextlib.suppress(OSError):
                 os.kill(self._builder, signal.SIGKILL)
+        if (spare := self._spare.spare) is not None:
+            self._spare.stop()
+            shutil.rmtree(self._local_tmps.pop(spare.pid, ""), ignore_errors=True)
         groups = [terminate(pid) for pid in self.running]
         time.sleep(0.2 if groups else 0)
         for run_groups in groups:
