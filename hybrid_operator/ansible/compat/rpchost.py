@@ -9,6 +9,7 @@ the inventory through it), and with tasks in-process a run forks a worker only f
 tasks on other connections. So the constructor leaves it unstarted and the first worker fork starts it,
 before the fork, as the constructor would have: the worker finds it in ``LocalManager._shared_instance``
 exactly as when it was started early. A run without such a task never starts it.
+``HYBRID_OPERATOR_LAZY_RPC_HOST=0`` in the operator's environment leaves it as Ansible has it (``warm.inline``).
 """
 
 from __future__ import annotations

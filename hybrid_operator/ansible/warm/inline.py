@@ -23,6 +23,7 @@ the shape.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from hybrid_operator.ansible import compat
@@ -30,6 +31,8 @@ from hybrid_operator.ansible import compat
 # Set to 0 in the operator's environment, every task forks Ansible's worker again (to compare, or to rule
 # this path out). Read by the executor, which passes the zygote a flag.
 DISABLE_ENV = "HYBRID_OPERATOR_INLINE_TASKS"
+# Set to 0, each run starts ansible-core's RPC server when it starts (2.21), as Ansible does (read by the zygote).
+LAZY_RPC_ENV = "HYBRID_OPERATOR_LAZY_RPC_HOST"
 # Actions that call back into the strategy during the task: they need a worker process of their own.
 NEEDS_WORKER = frozenset({"add_host", "group_by", "pause"})
 _installed: list[bool] = []
@@ -56,6 +59,6 @@ def install() -> list[str]:
         _installed.append(True)
         # Only a forked worker calls ansible-core's RPC server: start it in a run when one is forked. If that
         # cannot be installed, each run starts it, as usual: slower, not wrong.
-        if deferral := compat.defer_rpc_host():
+        if os.environ.get(LAZY_RPC_ENV) != "0" and (deferral := compat.defer_rpc_host()):
             print(f"zygote: each run starts ansible-core's RPC server: {'; '.join(deferral)}", file=sys.stderr)
     return problems
