@@ -5,8 +5,9 @@ its request arrived, for the zygote's ``fork()`` (copying the page tables of a p
 Ansible: ~5-7 ms on the test machine), the run's temporary directory and the child's detaching and
 resetting of Ansible's process-wide state (``child.become_spare`` does those before it waits). The spare
 has done all that already; ``hand_over`` writes it the run (one encoded ``protocol.Run`` on a pipe of its
-own) and it goes on exactly as a freshly forked child would (``child._play``). The zygote then forks the
-next spare, while the run runs.
+own) and it goes on exactly as a freshly forked child would (``child._play``). The zygote forks the next
+spare once no run is running: a fork beside a running run slowed that run down about as much as it saved
+the next one (the fork and the run's copy-on-write faults work on the same pages).
 
 Nothing of a run reaches a spare before its hand-over, and a spare is forked from the zygote's settled
 state like any run, so a run in a spare is the run a fresh fork would have been (the zygote's state does
@@ -130,6 +131,7 @@ class Slot:
                 os.waitpid(pid, 0)
 
     def drop(self) -> None:
+        """Forget the spare, closing the zygote's ends of its pipes."""
         if self.spare is not None:
             with contextlib.suppress(OSError):  # end of file: a spare still waiting exits by itself
                 os.close(self.spare.spec)

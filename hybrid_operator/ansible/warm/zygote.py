@@ -237,8 +237,7 @@ class ZygoteServer:
         return [self.sock.fileno(), self._wake_r, self._wake_w, *self._done, *self._spare.fds()]
 
     def _fork_spare(self) -> None:
-        """The next run's child, forked while no run runs: a fork beside a run slows the run down as much as it
-        saves the next one (the fork and the run's copy-on-write faults contend for the same pages)."""
+        """The next run's child, forked while no run runs (``spares``)."""
         if any(not r.reported and not r.timed_out for r in self.running.values()):
             return
         if not self._stopping and (spare := self._spare.fill(self.tmp_root, self._own_fds())):
