@@ -27,13 +27,14 @@ LEG_TESTS=(
   tests/unit/project
   tests/unit/reactor/test_admitting.py
   tests/integration/test_warm_executor.py
+  tests/integration/test_warm_spares.py
   tests/integration/test_untrusted_extravars.py
   tests/integration/test_foo.py::test_foo_creates_an_owned_deployment_and_reports_availability
   # operator-sdk's advanced-molecule-operator: its counter written into ConfigMap data converges on a leg
   # before 2.19 and fails exactly as 2.19+ native types make it fail on the others (about 13 s a leg).
   tests/integration/test_upstream_advanced.py::test_reconciliationtest
 )
-CANARY_TESTS=(tests/unit/ansible tests/integration/test_warm_executor.py)
+CANARY_TESTS=(tests/unit/ansible tests/integration/test_warm_executor.py tests/integration/test_warm_spares.py)
 
 version_of() { "$1/python" -P -c 'import ansible.release as r, sys; print(r.__version__, sys.version.split()[0])'; }
 
