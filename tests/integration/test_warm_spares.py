@@ -16,6 +16,7 @@ import pytest
 from hybrid_operator.ansible.running import ExecutorSettings
 from hybrid_operator.ansible.warm import spares
 from hybrid_operator.ansible.warm.executor import WarmExecutor
+from tests.integration.faults import running
 from tests.integration.test_warm_executor import ROLES, outcome, request
 
 pytestmark = pytest.mark.integration
@@ -53,14 +54,11 @@ def one_spare(zygote: int, timeout: float = 30.0) -> int:
 
 def _gone(pid: int, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if _stat(pid)[0] == "Z":
-                return True
-        except OSError:
-            return True
+    while running(pid):
+        if time.monotonic() > deadline:
+            return False
         time.sleep(0.05)
-    return False
+    return True
 
 
 def _executor(root: Path) -> WarmExecutor:
