@@ -24,6 +24,7 @@ import pytest
 from hybrid_operator.ansible.compat import ansible_version
 from hybrid_operator.ansible.results import RunResult
 from hybrid_operator.ansible.running import ExecutorSettings, RunnerExecutor, RunRequest
+from hybrid_operator.ansible.warm.client import ZygoteClient
 from hybrid_operator.ansible.warm.executor import WarmExecutor, ZygoteError
 
 pytestmark = pytest.mark.integration
@@ -320,6 +321,41 @@ def test_a_dead_zygote_is_reported_and_replaced(tmp_path: Path) -> None:
         assert result.succeeded and result.status["x"] == "2"
         assert warm.ready() == (True, "ok") and warm.zygote_pid != pid
     finally:
+        warm.close()
+
+
+def test_a_dead_zygote_whose_reader_has_not_noticed_yet_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that comes between the zygote's end and its reader's end of file goes to a new zygote.
+
+    On a busy machine the process can be reaped (``poll``) before the reader thread has read the end of its
+    socket and said why: the reader is held back here until the run is over, so that moment is certain.
+    """
+    noticed = threading.Event()
+    died = ZygoteClient._died
+
+    def late(client: ZygoteClient, reason: str) -> None:
+        noticed.wait(30)
+        died(client, reason)
+
+    warm = WarmExecutor(settings(tmp_path))
+    try:
+        assert warm.run(request(spec={"x": 1})).succeeded
+        monkeypatch.setattr(ZygoteClient, "_died", late)
+        pid = warm.zygote_pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while warm.ready()[0] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert warm.ready() == (False, "the warm Ansible process died")  # ended, its reader still silent
+        monkeypatch.setattr(ZygoteClient, "_died", died)
+        result = warm.run(request(spec={"x": 2}))
+        assert result.succeeded and result.status["x"] == "2"
+        assert warm.ready() == (True, "ok") and warm.zygote_pid != pid
+    finally:
+        noticed.set()
         warm.close()
 
 

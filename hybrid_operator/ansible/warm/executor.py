@@ -288,8 +288,10 @@ class WarmExecutor:
             zygote = self._zygote
             if self.off or zygote is None:
                 return None
-            if zygote.error:  # it died since: a new one (the same program, already tested)
-                log.warning("the warm Ansible process failed (%s); starting a new one", zygote.error)
+            if zygote.error or not zygote.alive:  # it died since: a new one (the same program, already tested)
+                # Its process may have ended before its reader saw the end of file and said why: both are dead.
+                why = zygote.error or "the warm Ansible process died"
+                log.warning("the warm Ansible process failed (%s); starting a new one", why)
                 zygote.stop()
                 zygote = self._start_zygote()
         try:
