@@ -359,6 +359,37 @@ def test_a_dead_zygote_whose_reader_has_not_noticed_yet_is_replaced(
         warm.close()
 
 
+def test_a_run_handed_to_a_zygote_that_died_just_before_goes_to_a_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The zygote dies between the run's check that it is alive and the hand-over: nothing of the run has
+    started, so a new zygote runs it, once, instead of the run failing."""
+    warm = WarmExecutor(settings(tmp_path))
+    try:
+        assert warm.run(request(spec={"x": 1})).succeeded
+        dead = warm._zygote
+        assert dead is not None and dead.pid is not None
+        os.kill(dead.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while not dead.error and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert dead.error
+        looked_up = WarmExecutor._zygote_for_run
+        first = [True]
+
+        def late_look_up(self: WarmExecutor, *args: float) -> ZygoteClient | None:
+            if first.pop() if first else False:  # the run's own look-up, made before the zygote died
+                return dead
+            return looked_up(self, *args)
+
+        monkeypatch.setattr(WarmExecutor, "_zygote_for_run", late_look_up)
+        result = warm.run(request(spec={"x": 2}))
+        assert result.succeeded and result.status["x"] == "2"
+        assert warm.zygote_pid not in (None, dead.pid) and warm.ready() == (True, "ok")
+    finally:
+        warm.close()
+
+
 def test_ansible_settings_in_a_runs_environment_are_honoured(runner: RunnerExecutor, warm: WarmExecutor) -> None:
     """Ansible reads ANSIBLE_* once per process: such a run is exec'ed fresh, with the same result."""
     quiet = {"ANSIBLE_DISPLAY_SKIPPED_HOSTS": "false", "ANSIBLE_DISPLAY_OK_HOSTS": "false"}

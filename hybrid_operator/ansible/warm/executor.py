@@ -47,7 +47,7 @@ from hybrid_operator.ansible.running import (
     runner_ready,
 )
 from hybrid_operator.ansible.warm import lean, plays, project, protocol, selftest
-from hybrid_operator.ansible.warm.client import SERVER, ZygoteClient, ZygoteError
+from hybrid_operator.ansible.warm.client import SERVER, Pending, ZygoteClient, ZygoteError
 from hybrid_operator.ansible.warm.replaying import RAW_OUTPUT, internal_events, replay, write_artifacts, write_command
 from hybrid_operator.lifecycle import Loop
 
@@ -219,7 +219,7 @@ class WarmExecutor:
         write_command(command)
         try:
             cold = self._needs_cold_start(request, command.env, zygote.env)
-            pending = zygote.submit(_run_spec(command, cold))
+            pending = self._submit(zygote, _run_spec(command, cold))
         except ZygoteError as exc:
             log.error("no warm Ansible process to run in: %s", exc, extra={"run_id": request.run_id})
             return 1, "failed", f"could not run Ansible: {exc}"
@@ -232,6 +232,18 @@ class WarmExecutor:
         if pending.timed_out:
             return pending.rc, "timeout", ""
         return pending.rc, "successful" if pending.rc == 0 else "failed", ""
+
+    def _submit(self, zygote: ZygoteClient, spec: protocol.RunSpec) -> Pending:
+        """Hand a run to the zygote. One found dead before it took the run (nothing of the run has started) is
+        replaced, once, and the run goes to the new one; a zygote that dies after is the run's failure."""
+        try:
+            return zygote.submit(spec)
+        except ZygoteError as exc:
+            replacement = self._zygote_for_run()
+            if replacement is None or replacement is zygote:
+                raise
+            log.warning("the warm Ansible process died before this run reached it (%s): a new one runs it", exc)
+            return replacement.submit(spec)
 
     def _needs_cold_start(self, request: RunRequest, env: dict[str, str], zygote_env: dict[str, str]) -> bool:
         changed = sorted(
