@@ -14,7 +14,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -311,10 +311,7 @@ def test_a_dead_zygote_is_reported_and_replaced(tmp_path: Path) -> None:
         assert warm.ready() == (True, "ok")
         pid = warm.zygote_pid
         assert pid is not None
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while warm.ready()[0] and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _kill(pid, until=lambda: not warm.ready()[0])
         ready, why = warm.ready()
         assert not ready and "died" in why
         result = warm.run(request(spec={"x": 2}))
@@ -345,10 +342,7 @@ def test_a_dead_zygote_whose_reader_has_not_noticed_yet_is_replaced(
         monkeypatch.setattr(ZygoteClient, "_died", late)
         pid = warm.zygote_pid
         assert pid is not None
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while warm.ready()[0] and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _kill(pid, until=lambda: not warm.ready()[0])
         assert warm.ready() == (False, "the warm Ansible process died")  # ended, its reader still silent
         monkeypatch.setattr(ZygoteClient, "_died", died)
         result = warm.run(request(spec={"x": 2}))
@@ -369,10 +363,7 @@ def test_a_run_handed_to_a_zygote_that_died_just_before_goes_to_a_new_one(
         assert warm.run(request(spec={"x": 1})).succeeded
         dead = warm._zygote
         assert dead is not None and dead.pid is not None
-        os.kill(dead.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while not dead.error and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _kill(dead.pid, until=lambda: bool(dead.error))
         assert dead.error
         looked_up = WarmExecutor._zygote_for_run
         first = [True]
@@ -402,6 +393,14 @@ def test_ansible_settings_in_a_runs_environment_are_honoured(runner: RunnerExecu
 def _run_dirs(executor: RunnerExecutor | WarmExecutor, name: str) -> list[Path]:
     parent = executor.store.root / GROUP / VERSION / KIND / "ns" / name
     return sorted(p for p in parent.iterdir() if p.is_dir())
+
+
+def _kill(pid: int, until: Callable[[], bool]) -> None:
+    """SIGKILL ``pid`` (a zygote) and wait, up to 10 s, until the executor shows it (``until``)."""
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while not until() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _stdout(executor: RunnerExecutor | WarmExecutor, result: RunResult) -> str:
