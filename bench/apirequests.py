@@ -17,19 +17,13 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import re
-import signal
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
-from pathlib import Path
 
+from bench import fooop
 from bench.cluster import FOO, Cluster, Tracker, foo_available
 
-ROOT = Path(__file__).resolve().parent.parent
 _LABELS = re.compile(r'(\w+)="([^"]*)"')
 Key = tuple[str, str, str, str]  # verb, group, resource, subresource
 
@@ -61,32 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.apirequests", description=__doc__.split("\n\n")[0])
     parser.add_argument("--foos", type=int, default=5, help="Foos counted, after one warm-up Foo (default 5)")
     parser.add_argument("--settle", type=float, default=3.0, help="seconds after each Foo converged (default 3)")
-    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="default: $KUBECONFIG")
-    parser.add_argument("operator_args", nargs="*", help="after --: extra flags for hybrid-operator run")
-    args = parser.parse_args(argv)
-    if not args.kubeconfig:
-        parser.error("set KUBECONFIG or --kubeconfig (hack/local-cluster.sh up prints it)")
-    cluster = Cluster(args.kubeconfig)
-    cluster.ensure_crds([ROOT / "deploy" / "crds" / "foo.yaml"])
-    run_id = uuid.uuid4().hex[:6]
-    namespace = f"bench-requests-{run_id}"
-    cluster.create_namespace(namespace, run_id)
-    work = Path(tempfile.mkdtemp(prefix="bench-requests-"))
-    watches = work / "watches.yaml"
-    watches.write_text(
-        f"- version: {FOO.version}\n  group: {FOO.group}\n  kind: {FOO.kind}\n"
-        f"  role: {ROOT / 'roles' / 'foo'}\n  watchDependentStatusChanges: true\n",
-        encoding="utf-8",
-    )
-    command = [
-        sys.executable, "-m", "hybrid_operator", "run", "--watches-file", str(watches),
-        "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0",
-        "--runner-artifacts-dir", str(work / "artifacts"), *args.operator_args,
-    ]  # fmt: skip
-    env = {**os.environ, "WATCH_NAMESPACE": namespace, "KUBECONFIG": args.kubeconfig}
-    with open(work / "operator.log", "wb") as log:
-        operator = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    tracker = Tracker(cluster, FOO, namespace, foo_available)
+    fooop.operator_arguments(parser)
+    args = fooop.parsed(parser, argv)
+    op = fooop.start(args.kubeconfig, "bench-requests", args.operator_args)
+    cluster = op.cluster
+    tracker = Tracker(cluster, FOO, op.namespace, foo_available)
     try:
         tracker.start()
         before = started = None
@@ -94,9 +67,9 @@ def main(argv: list[str] | None = None) -> int:
             if index == 1:
                 time.sleep(2 * args.settle)
                 before, started = requests(cluster), time.monotonic()
-            cluster.custom.create_namespaced_custom_object(FOO.group, FOO.version, namespace, FOO.plural, foo(name))
+            cluster.custom.create_namespaced_custom_object(FOO.group, FOO.version, op.namespace, FOO.plural, foo(name))
             if tracker.wait_for(name, 180) is None:
-                print(f"{name} did not converge in 180 s; the operator's log: {work / 'operator.log'}", file=sys.stderr)
+                print(f"{name} did not converge in 180 s; the operator's log: {op.log}", file=sys.stderr)
                 return 1
             time.sleep(args.settle)
         assert before is not None and started is not None
@@ -107,9 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(window)
         idle = requests(cluster) - idle_start
     finally:
-        os.killpg(operator.pid, signal.SIGTERM)
-        operator.wait(60)
-        cluster.delete_namespaces([namespace], timeout=0)
+        op.stop()
     rows = []
     for key in sorted(set(after) | set(idle)):
         per_foo = (after[key] - before[key] - idle[key]) / args.foos

@@ -21,21 +21,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from datetime import datetime
 from pathlib import Path
 
+from bench import fooop
 from bench.apirequests import foo
-from bench.cluster import FOO, Cluster, Kind, Tracker, condition_true, successful
+from bench.cluster import FOO, Kind, Tracker, condition_true, successful
 
-ROOT = Path(__file__).resolve().parent.parent
 DEPLOYMENT = Kind("apps", "v1", "deployments", "Deployment")
 STEPS = (
     ("create call", "asked", "created"),
@@ -87,31 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.createtrace", description=__doc__.split("\n\n")[0])
     parser.add_argument("--foos", type=int, default=15, help="Foos traced, after one warm-up Foo (default 15)")
     parser.add_argument("--gap", type=float, default=3.0, help="seconds between a Successful and the next create")
-    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="default: $KUBECONFIG")
-    parser.add_argument("operator_args", nargs="*", help="after --: extra flags for hybrid-operator run")
-    args = parser.parse_args(argv)
-    if not args.kubeconfig:
-        parser.error("set KUBECONFIG or --kubeconfig (hack/local-cluster.sh up prints it)")
-    cluster = Cluster(args.kubeconfig)
-    cluster.ensure_crds([ROOT / "deploy" / "crds" / "foo.yaml"])
-    run_id = uuid.uuid4().hex[:6]
-    namespace = f"bench-trace-{run_id}"
-    cluster.create_namespace(namespace, run_id)
-    work = Path(tempfile.mkdtemp(prefix="bench-trace-"))
-    watches = work / "watches.yaml"
-    watches.write_text(
-        f"- version: {FOO.version}\n  group: {FOO.group}\n  kind: {FOO.kind}\n"
-        f"  role: {ROOT / 'roles' / 'foo'}\n  watchDependentStatusChanges: true\n",
-        encoding="utf-8",
-    )
-    command = [
-        sys.executable, "-m", "hybrid_operator", "run", "--watches-file", str(watches),
-        "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0",
-        "--runner-artifacts-dir", str(work / "artifacts"), *args.operator_args,
-    ]  # fmt: skip
-    env = {**os.environ, "WATCH_NAMESPACE": namespace, "KUBECONFIG": args.kubeconfig}
-    with open(work / "operator.log", "wb") as log:
-        operator = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    fooop.operator_arguments(parser)
+    args = fooop.parsed(parser, argv)
+    op = fooop.start(args.kubeconfig, "bench-trace", args.operator_args)
+    cluster, namespace = op.cluster, op.namespace
     trackers = {
         "running": Tracker(cluster, FOO, namespace, lambda obj: condition_true(obj, "Running")),
         "successful": Tracker(cluster, FOO, namespace, successful),
@@ -128,19 +102,17 @@ def main(argv: list[str] | None = None) -> int:
             moments[name] = {"asked": asked, "created": time.monotonic()}
             deadline = time.monotonic() + 180
             while trackers["successful"].wait_for(name, 1) is None:
-                if operator.poll() is not None or time.monotonic() > deadline:
-                    why = "the operator ended" if operator.poll() is not None else "not Successful in 180 s"
-                    print(f"{name}: {why}; the operator's log: {work / 'operator.log'}", file=sys.stderr)
+                if op.process.poll() is not None or time.monotonic() > deadline:
+                    why = "the operator ended" if op.process.poll() is not None else "not Successful in 180 s"
+                    print(f"{name}: {why}; the operator's log: {op.log}", file=sys.stderr)
                     return 1
             time.sleep(args.gap)
         time.sleep(1)  # the last run's log line
     finally:
-        os.killpg(operator.pid, signal.SIGTERM)
-        operator.wait(60)
+        op.stop()
         for tracker in trackers.values():
             tracker.stop()
-        cluster.delete_namespaces([namespace], timeout=0)
-    print_steps(moments, trackers, run_ends(work / "operator.log", namespace), wall, args.gap)
+    print_steps(moments, trackers, run_ends(op.log, namespace), wall, args.gap)
     return 0
 
 
