@@ -24,7 +24,7 @@ import json
 import statistics
 import sys
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import fooop
@@ -50,8 +50,8 @@ def run_ends(log: Path, namespace: str) -> dict[str, tuple[float, float]]:
         if " reconciled kind=Foo." not in line or f"namespace={namespace} " not in line:
             continue
         fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
-        stamp = datetime.strptime(line.split()[0], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=None)
-        end = (stamp - datetime(1970, 1, 1)).total_seconds()
+        stamp = datetime.strptime(line.split()[0], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        end = stamp.timestamp()
         ends.setdefault(fields["name"], (end, float(fields["duration"])))
     return ends
 

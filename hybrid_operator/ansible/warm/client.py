@@ -28,6 +28,7 @@ from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, process_group
 log = logging.getLogger(__name__)
 
 SERVER = ("-m", "hybrid_operator.ansible.warm.zygote")  # the zygote, after ``python -P``
+DIED = "the warm Ansible process died"  # why a zygote that ended on its own is gone
 
 
 class ZygoteError(RuntimeError):
@@ -173,7 +174,7 @@ class ZygoteClient:
             except OSError:
                 data = b""
             if not data:
-                reason = reason if self._closing else "the warm Ansible process died"
+                reason = reason if self._closing else DIED
                 break
             try:
                 for message in reader.feed(data):

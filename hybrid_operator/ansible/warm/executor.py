@@ -47,7 +47,7 @@ from hybrid_operator.ansible.running import (
     runner_ready,
 )
 from hybrid_operator.ansible.warm import lean, plays, project, protocol, selftest
-from hybrid_operator.ansible.warm.client import SERVER, Pending, ZygoteClient, ZygoteError
+from hybrid_operator.ansible.warm.client import DIED, SERVER, Pending, ZygoteClient, ZygoteError
 from hybrid_operator.ansible.warm.replaying import RAW_OUTPUT, internal_events, replay, write_artifacts, write_command
 from hybrid_operator.lifecycle import Loop
 
@@ -125,7 +125,7 @@ class WarmExecutor:
         if zygote.error:
             return False, zygote.error
         if not zygote.alive:
-            return False, "the warm Ansible process died"
+            return False, DIED
         return True, "ok"
 
     def close(self) -> None:
@@ -302,7 +302,7 @@ class WarmExecutor:
                 return None
             if zygote.error or not zygote.alive:  # it died since: a new one (the same program, already tested)
                 # Its process may have ended before its reader saw the end of file and said why: both are dead.
-                why = zygote.error or "the warm Ansible process died"
+                why = zygote.error or DIED
                 log.warning("the warm Ansible process failed (%s); starting a new one", why)
                 zygote.stop()
                 zygote = self._start_zygote()
