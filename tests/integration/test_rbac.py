@@ -24,6 +24,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from tests.integration.conftest import ROOT, Objects, condition, successful, wait_until
+from tests.unit.test_deploy_limits import assert_limits_hold, flags, memory_needed, tmp_volume
 
 pytestmark = pytest.mark.integration
 DEPLOY = ROOT / "deploy"
@@ -172,7 +173,7 @@ def can(api: client.ApiClient, verb: str, resource: str, namespace: str = "", gr
 # -- the manifests -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("directory", ["", "overlays/namespaces", "overlays/cluster-wide"])
+@pytest.mark.parametrize("directory", ["", "overlays/namespaces", "overlays/cluster-wide", "overlays/memory-tmp"])
 def test_each_install_grants_rights_exactly_where_its_manager_watches(directory: str) -> None:
     docs = render(DEPLOY / directory)
     namespaces = watched(docs)
@@ -202,6 +203,22 @@ def test_the_sharded_overlay_runs_three_replicas_that_may_keep_a_ring_of_leases(
     verbs = {verb for rule in own for verb in rule["verbs"]}
     assert verbs == {"get", "list", "watch", "create", "update", "delete"}
     assert sorted(bound) == sorted(watched(docs)), "the watched namespaces' rights are the default's"
+
+
+def test_the_memory_tmp_overlay_keeps_tmp_in_memory_within_the_pods_limits() -> None:
+    default, docs = render(DEPLOY), render(DEPLOY / "overlays" / "memory-tmp")
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    default_pod = next(d for d in default if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert tmp_volume(pod)["medium"] == "Memory"
+    assert memory_needed(pod) > memory_needed(default_pod), "the volume's size is added to the pod's memory"
+    assert_limits_hold(pod)
+    assert flags(pod).max_artifacts_size < flags(default_pod).max_artifacts_size
+    # Nothing else changes: the same flags but the budget, the same environment, mounts and probes.
+    assert [a for a in pod["containers"][0]["args"] if not a.startswith("--max-artifacts-size")] == [
+        a for a in default_pod["containers"][0]["args"] if not a.startswith("--max-artifacts-size")
+    ]
+    for key in ("env", "volumeMounts", "livenessProbe", "readinessProbe", "securityContext"):
+        assert pod["containers"][0].get(key) == default_pod["containers"][0].get(key), key
 
 
 def test_the_default_install_is_namespaced(default_install: list[dict[str, Any]], tenant: str) -> None:
