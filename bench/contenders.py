@@ -23,6 +23,11 @@ steps, every API module in a fork), what ``warm`` was before it.
 ``warm-fresh-fork`` is ``warm`` without the zygote's spare (``HYBRID_OPERATOR_SPARE_RUN=0``): every run is
 forked when it arrives, as before spares.
 
+``warm-memory`` is ``warm`` with its ``--runner-artifacts-dir`` and its runs' ``TMPDIR`` in a directory of its
+own on a memory-backed file system (``MEMORY_FS``), as an operator whose ``/tmp`` volume is an ``emptyDir``
+with ``medium: Memory``: what the files a run leaves cost on the disk of the machine it runs on. Removed
+when it stops.
+
 ``warm-skip`` is ``warm`` with ``skipConvergedAtStart`` on the Foo watch: at start-up, a Foo its last run
 converged (and whose Deployment nobody changed since) is not run again.
 
@@ -35,10 +40,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +73,7 @@ class Contender:
     skip_converged: bool = False  # ours: the watch has skipConvergedAtStart (converged objects skip the start-up run)
     lean: bool = True  # ours, warm: the lean path where the ansible-core minor has it (False: HYBRID_OPERATOR_LEAN=0)
     spare: bool = True  # ours, warm: the zygote forks the next run's child ahead (False: HYBRID_OPERATOR_SPARE_RUN=0)
+    memory: bool = False  # ours: artifacts and the runs' TMPDIR on MEMORY_FS (an emptyDir with medium: Memory)
 
     @property
     def slug(self) -> str:
@@ -87,11 +95,13 @@ CONTENDERS: dict[str, Contender] = {
     "warm-skip": Contender("warm-skip", "ours", "warm", True, status_wake=True, skip_converged=True),
     "warm-fresh-fork": Contender("warm-fresh-fork", "ours", "warm", True, status_wake=True, spare=False),
     "warm-engine": Contender("warm-engine", "ours", "warm", True, status_wake=True, lean=False),
+    "warm-memory": Contender("warm-memory", "ours", "warm", True, status_wake=True, memory=True),
     "peer": Contender("peer", "peer"),
     "warm-sharded-1": Contender("warm-sharded-1", "ours", "warm", True, replicas=1, status_wake=True),
     "warm-sharded-2": Contender("warm-sharded-2", "ours", "warm", True, replicas=2, status_wake=True),
 }
 BASELINE = "runner"
+MEMORY_FS = Path("/dev/shm")  # where ``memory`` contenders keep their files: tmpfs on Linux
 PEER = "peer"
 # The peer's runs reach the API through its proxy at http://localhost:8888 whatever --proxy-port says
 # (v1.42.0 hard-codes the address in the per-run kubeconfig, internal/ansible/controller/reconcile.go):
@@ -114,6 +124,26 @@ class Tools:
     @property
     def ours(self) -> Path:
         return self.bin_dir / "hybrid-operator"
+
+
+def memory_directory(label: str) -> Path:
+    """A new directory of this user's on ``MEMORY_FS`` for a ``memory`` contender."""
+    if not MEMORY_FS.is_dir() or "tmpfs" not in _file_system_type(MEMORY_FS):
+        raise RuntimeError(f"{MEMORY_FS} is not a tmpfs here: the memory contenders need one")
+    return Path(tempfile.mkdtemp(prefix=f"hyop-bench-{label}-", dir=MEMORY_FS))
+
+
+def _file_system_type(path: Path) -> str:
+    """The type /proc/self/mounts gives for the mount ``path`` is on ("" when unknown)."""
+    best, kind = "", ""
+    with contextlib.suppress(OSError), open("/proc/self/mounts", encoding="utf-8") as mounts:
+        for line in mounts:
+            fields = line.split()
+            mount = fields[1] if len(fields) > 2 else ""
+            inside = str(path) == mount or str(path).startswith(mount.rstrip("/") + "/")
+            if mount and inside and len(mount) >= len(best):
+                best, kind = fields[1], fields[2]
+    return kind
 
 
 def warm_import_problem(python: str = sys.executable) -> str | None:
@@ -161,6 +191,7 @@ class Running:
     sampler: procs.Sampler
     started: float = field(default_factory=time.monotonic)
     others: list[Running] = field(default_factory=list)  # the further replicas of a sharded contender
+    memory_dir: Path | None = None  # a ``memory`` contender's directory on MEMORY_FS, removed at ``stop``
 
     @classmethod
     def start(
@@ -192,8 +223,13 @@ class Running:
         listen = ["--metrics-bind-address", f"127.0.0.1:{metrics_port}"]
         listen += ["--health-probe-bind-address", f"127.0.0.1:{health_port}"]
         artifacts: Path | None = None
+        memory_dir: Path | None = None
         if contender.side == "ours":
             artifacts = tools.work / f"{label}-artifacts"
+            if contender.memory:
+                memory_dir = memory_directory(label)
+                artifacts = memory_dir / "artifacts"
+                env["TMPDIR"] = str(memory_dir)
             cmd = [str(tools.ours), "run", "--watches-file", str(watches), *contender.flags(), *listen]
             cmd += ["--runner-artifacts-dir", str(artifacts)]
             if contender.replicas:
@@ -223,7 +259,9 @@ class Running:
             )
         sampler = procs.Sampler(proc.pid)
         sampler.start()
-        return cls(contender, proc, log_path, namespace, metrics_port, health_port, artifacts, sampler)
+        running = cls(contender, proc, log_path, namespace, metrics_port, health_port, artifacts, sampler)
+        running.memory_dir = memory_dir
+        return running
 
     # ----------------------------------------------------------------------------------- state
 
@@ -321,4 +359,6 @@ class Running:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(10)
         self.sampler.stop()
+        if self.memory_dir is not None:
+            shutil.rmtree(self.memory_dir, ignore_errors=True)
         return self.proc.returncode
