@@ -71,6 +71,7 @@ class Numbers:
     cpu: float
     failures: int
     tasks: float = 0.0  # task results per run (the median), for CPU per task
+    split: CpuSplit | None = None  # where ``cpu`` went: this process (the executor) and the rest of the tree
 
     @property
     def median(self) -> float:
@@ -92,6 +93,47 @@ class Numbers:
             f"p90={self.p90 * 1000:7.0f} ms  throughput={self.throughput:6.2f} runs/s  "
             f"cpu/run={self.cpu / len(self.latencies) * 1000:6.0f} ms  failed={self.failures}  "
             f"tasks/run={self.tasks:.0f}  cpu/task={self.cpu / len(self.latencies) / max(self.tasks, 1) * 1000:.1f} ms"
+            + (self.split.line(len(self.latencies)) if self.split else "")
+        )
+
+
+@dataclass(frozen=True)
+class CpuSplit:
+    """CPU seconds of this process (the executor's side: its input dirs, the replay into job events, the
+    artifacts, the proxy) and of its descendants (the zygote, the runs it forked and reaped, their modules),
+    each as user and system time: a run's file work shows as the executor's system time."""
+
+    own_user: float
+    own_system: float
+    tree_user: float
+    tree_system: float
+
+    @classmethod
+    def now(cls) -> CpuSplit:
+        me = os.getpid()
+        own_user = own_system = tree_user = tree_system = 0.0
+        for proc in procs.tree(me):
+            system = proc.system_ticks / procs.TICKS
+            user = proc.cpu_ticks / procs.TICKS - system
+            if proc.pid == me:
+                own_user, own_system = user, system
+            else:
+                tree_user, tree_system = tree_user + user, tree_system + system
+        return cls(own_user, own_system, tree_user, tree_system)
+
+    def since(self, before: CpuSplit) -> CpuSplit:
+        return CpuSplit(
+            self.own_user - before.own_user,
+            self.own_system - before.own_system,
+            self.tree_user - before.tree_user,
+            self.tree_system - before.tree_system,
+        )
+
+    def line(self, runs: int) -> str:
+        per = 1000 / max(runs, 1)
+        return (
+            f"\n{'':<17} cpu/run split: executor user {self.own_user * per:.0f} + system {self.own_system * per:.0f}"
+            f" ms, zygote and runs user {self.tree_user * per:.0f} + system {self.tree_system * per:.0f} ms"
         )
 
 
@@ -255,6 +297,7 @@ def measure(name: str, executor: RunnerExecutor | WarmExecutor, runs: int, paral
                 results.append(result)
 
     cpu_before = cpu_of_this_process_tree()
+    split_before = CpuSplit.now()
     started = time.monotonic()
     threads = [threading.Thread(target=worker) for _ in range(parallel)]
     for thread in threads:
@@ -263,9 +306,10 @@ def measure(name: str, executor: RunnerExecutor | WarmExecutor, runs: int, paral
         thread.join()
     wall = time.monotonic() - started
     cpu = cpu_of_this_process_tree() - cpu_before
+    split = CpuSplit.now().since(split_before)
     failures = sum(1 for r in results if not r.succeeded)
     tasks = statistics.median(r.ok + r.skipped + r.failures + r.unreachable for r in results) if results else 0
-    return Numbers(name, latencies, wall, cpu, failures, tasks)
+    return Numbers(name, latencies, wall, cpu, failures, tasks, split)
 
 
 def run_one(name: str, args: argparse.Namespace, scratch: Path, server: tuple[str, ...]) -> Numbers:

@@ -30,6 +30,7 @@ class Proc:
     session: int
     cpu_ticks: int  # utime + stime + cutime + cstime
     rss_bytes: int
+    system_ticks: int = 0  # stime + cstime: the part of cpu_ticks spent in the kernel
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ def _read_stat(pid: int) -> Proc | None:
         session=int(rest[3]),
         cpu_ticks=int(rest[11]) + int(rest[12]) + int(rest[13]) + int(rest[14]),
         rss_bytes=int(rest[21]) * _PAGE,
+        system_ticks=int(rest[12]) + int(rest[14]),
     )
 
 
