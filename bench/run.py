@@ -192,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         run["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         run["machine"]["load_average_at_end"] = list(os.getloadavg())
+        ctx.remove_discarded()
         left = cluster.delete_namespaces(list(ctx.namespaces), 300) if ctx.namespaces else []
         if left:
             say(f"still terminating: {' '.join(left)} (python -m bench --cleanup)")

@@ -65,6 +65,26 @@ class Context:
     idle_baseline: Result | None = None
     worlds: dict[int, Any] = field(default_factory=dict)  # restart: the converged Foos per size
     worlds_reported: dict[int, bool] = field(default_factory=dict)
+    discarded: list[Path] = field(default_factory=list)  # artifact dirs moved aside, removed when the run ends
+
+    def discard(self, directory: Path) -> None:
+        """Move a contender's artifacts aside (a rename beside them: no file is freed) for ``remove_discarded``
+        at the end of the run. Removed at once, the thousands of files a scenario leaves would slow the next
+        contender's own files for minutes on a disk that skips recently freed inodes (ext4 without a journal:
+        docs/internals/performance.md, "A run's files, and the disk under them")."""
+        if not directory.exists():
+            return
+        aside = directory.with_name(f".bench-discarded-{self.run_id}-{len(self.discarded)}-{directory.name}")
+        try:
+            directory.rename(aside)
+        except OSError:
+            shutil.rmtree(directory, ignore_errors=True)
+            return
+        self.discarded.append(aside)
+
+    def remove_discarded(self) -> None:
+        while self.discarded:
+            shutil.rmtree(self.discarded.pop(), ignore_errors=True)
 
 
 def say(message: str) -> None:
@@ -166,7 +186,7 @@ def operator(ctx: Context, contender: Contender, scenario: str, kinds: tuple[Kin
         if code not in (0, None):
             say(f"{contender.name} exited with {code} on stop; log tail:\n{running.log_tail(10)}")
         for directory in running.artifact_dirs():
-            shutil.rmtree(directory, ignore_errors=True)
+            ctx.discard(directory)
         left = ctx.cluster.delete_namespaces([namespace], ctx.settings.namespace_timeout)
         if left:
             say(f"namespace {namespace} still terminating; `python -m bench --cleanup` removes it later")

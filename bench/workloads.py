@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -115,7 +114,7 @@ def _operator(ctx: Context, contender: Contender, workload: Workload) -> Iterato
     finally:
         running.stop()
         for directory in running.artifact_dirs():
-            shutil.rmtree(directory, ignore_errors=True)
+            ctx.discard(directory)
         if not ctx.cluster.delete_namespaces([namespace], ctx.settings.namespace_timeout):
             ctx.namespaces.remove(namespace)
 
