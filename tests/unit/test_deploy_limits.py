@@ -60,7 +60,6 @@ def test_the_pods_memory_holds_every_run_at_its_bound() -> None:
 def test_the_tmp_volume_holds_the_artifacts_budget_with_room() -> None:
     pod = manager()
     assert flags(pod).max_artifacts_size + TMP_HEADROOM <= _size(tmp_volume(pod)["sizeLimit"])
-    assert_limits_hold(pod)
 
 
 def test_a_tmp_volume_in_memory_counts_against_the_pods_memory() -> None:
