@@ -259,9 +259,9 @@ class Running:
             )
         sampler = procs.Sampler(proc.pid)
         sampler.start()
-        running = cls(contender, proc, log_path, namespace, metrics_port, health_port, artifacts, sampler)
-        running.memory_dir = memory_dir
-        return running
+        return cls(
+            contender, proc, log_path, namespace, metrics_port, health_port, artifacts, sampler, memory_dir=memory_dir
+        )
 
     # ----------------------------------------------------------------------------------- state
 

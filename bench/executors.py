@@ -110,6 +110,7 @@ class CpuSplit:
 
     @classmethod
     def now(cls) -> CpuSplit:
+        """This process and its descendants, the live zygote and the runs it has reaped included."""
         me = os.getpid()
         own_user = own_system = tree_user = tree_system = 0.0
         for proc in procs.tree(me):
@@ -120,6 +121,10 @@ class CpuSplit:
             else:
                 tree_user, tree_system = tree_user + user, tree_system + system
         return cls(own_user, own_system, tree_user, tree_system)
+
+    @property
+    def total(self) -> float:
+        return self.own_user + self.own_system + self.tree_user + self.tree_system
 
     def since(self, before: CpuSplit) -> CpuSplit:
         return CpuSplit(
@@ -273,11 +278,6 @@ def request(i: int, executor: str = "") -> RunRequest:
     )
 
 
-def cpu_of_this_process_tree() -> float:
-    """This process and its descendants, the live zygote and the runs it has reaped included."""
-    return procs.usage(os.getpid()).cpu_seconds
-
-
 def measure(name: str, executor: RunnerExecutor | WarmExecutor, runs: int, parallel: int) -> Numbers:
     latencies: list[float] = []
     results: list[RunResult] = []
@@ -296,7 +296,6 @@ def measure(name: str, executor: RunnerExecutor | WarmExecutor, runs: int, paral
                 latencies.append(time.monotonic() - started)
                 results.append(result)
 
-    cpu_before = cpu_of_this_process_tree()
     split_before = CpuSplit.now()
     started = time.monotonic()
     threads = [threading.Thread(target=worker) for _ in range(parallel)]
@@ -305,11 +304,10 @@ def measure(name: str, executor: RunnerExecutor | WarmExecutor, runs: int, paral
     for thread in threads:
         thread.join()
     wall = time.monotonic() - started
-    cpu = cpu_of_this_process_tree() - cpu_before
     split = CpuSplit.now().since(split_before)
     failures = sum(1 for r in results if not r.succeeded)
     tasks = statistics.median(r.ok + r.skipped + r.failures + r.unreachable for r in results) if results else 0
-    return Numbers(name, latencies, wall, cpu, failures, tasks, split)
+    return Numbers(name, latencies, wall, split.total, failures, tasks, split)
 
 
 def run_one(name: str, args: argparse.Namespace, scratch: Path, server: tuple[str, ...]) -> Numbers:
