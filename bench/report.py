@@ -71,7 +71,30 @@ def python_build() -> str:
     return ", ".join(parts)
 
 
-def machine(server_version: str) -> Result:
+def controller_qps(kubeconfig: str) -> int | None:
+    """The ``--kube-api-qps`` of the local test bed's kube-controller-manager (``hack/local-cluster.sh``
+    keeps its pid beside the kubeconfig it prints), or None for another cluster: it sets how fast the bed
+    alone makes Deployments available, P2's floor (``python -m bench.floor``)."""
+    try:
+        pid = int((Path(kubeconfig).resolve().parent / "run" / "kube-controller-manager.pid").read_text())
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    if not argv or not argv[0].endswith(b"kube-controller-manager"):
+        return None
+    for at, flag in enumerate(argv):
+        value = argv[at + 1] if flag == b"--kube-api-qps" and at + 1 < len(argv) else None
+        if flag.startswith(b"--kube-api-qps="):
+            value = flag.partition(b"=")[2]
+        if value is not None:
+            try:
+                return int(float(value))
+            except ValueError:
+                return None
+    return 20  # kube-controller-manager's own default
+
+
+def machine(server_version: str, kubeconfig: str = "") -> Result:
     return {
         "cpu_model": _first("/proc/cpuinfo", "model name"),
         "cores": os.cpu_count(),
@@ -84,6 +107,7 @@ def machine(server_version: str) -> Result:
         "ansible_runner": _dist("ansible-runner"),
         "ansible_collections_package": _dist("ansible"),
         "kubernetes_server": server_version,
+        "bed_controller_qps": controller_qps(kubeconfig) if kubeconfig else None,
         "load_average_at_start": list(os.getloadavg()),
         "hybrid_operator_commit": _commit(),
     }
@@ -158,13 +182,18 @@ def _cell(value: float | None, fmt: Callable[[float], str], results: dict[str, R
     return "-" if value is None else fmt(value)
 
 
+def _qps(machine: Result) -> str:
+    qps = machine.get("bed_controller_qps")
+    return f" (the bed's controller manager at {qps} requests/s)" if qps else ""
+
+
 def table(run: Result) -> str:
     contenders: list[str] = run["contenders_run"]
     scen: Result = run["scenarios"]
     out = [
         f"hybrid-operator bench {run['id']}  ({run['started']}, {run['machine']['cores']} cores "
         f"{run['machine']['cpu_model']}, load {run['machine']['load_average_at_start'][0]:.1f} at start, "
-        f"Kubernetes {run['machine']['kubernetes_server']}, Python {run['machine']['python']}: "
+        f"Kubernetes {run['machine']['kubernetes_server']}{_qps(run['machine'])}, Python {run['machine']['python']}: "
         f"{run['machine'].get('python_build', '?')})",
         "ratios: contender / reference; below 1.00x is less time, memory, CPU, requests or disk "
         "(throughput: above 1.00x is better)",
