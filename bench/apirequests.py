@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"an idle window of {window:.0f} s subtracted)")
     for per, (verb, group, resource, sub) in sorted(rows, reverse=True):
         print(f"  {per:5.1f}  {verb:<7} {'/'.join(p for p in (group, resource, sub) if p)}")
+    op.remove()
     return 0
 
 

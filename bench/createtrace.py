@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         for tracker in trackers.values():
             tracker.stop()
     print_steps(moments, trackers, run_ends(op.log, namespace), wall, args.gap)
+    op.remove()
     return 0
 
 

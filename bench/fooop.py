@@ -4,13 +4,15 @@
 Where it sits: below those tools, beside ``bench.cluster``. ``start`` installs the Foo CRD, makes the
 namespace (labelled with the run's id, so ``python -m bench --cleanup`` finds it), writes a watches.yaml for
 ``roles/foo`` with ``watchDependentStatusChanges`` (as P1 runs it) and starts ``hybrid-operator run`` in a
-session of its own, its log in the work dir; ``stop`` ends it and deletes the namespace without waiting.
+session of its own, its log in the work dir; ``stop`` ends it and deletes the namespace without waiting;
+``remove`` deletes the work dir once the tool has read the log (a tool that failed keeps it, and says where).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,6 +43,10 @@ class FooOperator:
         os.killpg(self.process.pid, signal.SIGTERM)
         self.process.wait(60)
         self.cluster.delete_namespaces([self.namespace], timeout=0)
+
+    def remove(self) -> None:
+        """The work dir, its artifacts and log: gone (after ``stop``)."""
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
 def operator_arguments(parser: argparse.ArgumentParser) -> None:
