@@ -11,8 +11,11 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
+import statistics
 import subprocess
 import sysconfig
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,7 +97,24 @@ def controller_qps(kubeconfig: str) -> int | None:
     return 20  # kube-controller-manager's own default
 
 
-def machine(server_version: str, kubeconfig: str = "") -> Result:
+def file_create_us(directory: Path, count: int = 200) -> float:
+    """The median microseconds to create (and close) one empty file in a new dir under ``directory``, the
+    files removed again: on a disk that skips recently freed inodes (ext4 without a journal) it grows for
+    minutes after many files were deleted, and a run's latency with it (docs/internals/performance.md, "A run's
+    files, and the disk under them")."""
+    probe = Path(tempfile.mkdtemp(prefix="file-create-", dir=directory))
+    times = []
+    try:
+        for i in range(count):
+            started = time.perf_counter()
+            os.close(os.open(probe / str(i), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            times.append(time.perf_counter() - started)
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+    return round(statistics.median(times) * 1e6, 1)
+
+
+def machine(server_version: str, kubeconfig: str = "", work: Path | None = None) -> Result:
     return {
         "cpu_model": _first("/proc/cpuinfo", "model name"),
         "cores": os.cpu_count(),
@@ -109,6 +129,7 @@ def machine(server_version: str, kubeconfig: str = "") -> Result:
         "kubernetes_server": server_version,
         "bed_controller_qps": controller_qps(kubeconfig) if kubeconfig else None,
         "load_average_at_start": list(os.getloadavg()),
+        "file_create_us_at_start": file_create_us(work) if work is not None else None,
         "hybrid_operator_commit": _commit(),
     }
 
@@ -187,14 +208,20 @@ def _qps(machine: Result) -> str:
     return f" (the bed's controller manager at {qps} requests/s)" if qps else ""
 
 
+def _file_create(machine: Result) -> str:
+    us = machine.get("file_create_us_at_start")
+    return f", a file created in {us:.0f} us" if us is not None else ""
+
+
 def table(run: Result) -> str:
     contenders: list[str] = run["contenders_run"]
     scen: Result = run["scenarios"]
+    host = run["machine"]
     out = [
-        f"hybrid-operator bench {run['id']}  ({run['started']}, {run['machine']['cores']} cores "
-        f"{run['machine']['cpu_model']}, load {run['machine']['load_average_at_start'][0]:.1f} at start, "
-        f"Kubernetes {run['machine']['kubernetes_server']}{_qps(run['machine'])}, Python {run['machine']['python']}: "
-        f"{run['machine'].get('python_build', '?')})",
+        f"hybrid-operator bench {run['id']}  ({run['started']}, {host['cores']} cores {host['cpu_model']}, "
+        f"load {host['load_average_at_start'][0]:.1f}{_file_create(host)} at start, "
+        f"Kubernetes {host['kubernetes_server']}{_qps(host)}, Python {host['python']}: "
+        f"{host.get('python_build', '?')})",
         "ratios: contender / reference; below 1.00x is less time, memory, CPU, requests or disk "
         "(throughput: above 1.00x is better)",
     ]

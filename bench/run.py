@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "argv": _public_argv(sys.argv[1:] if argv is None else argv),
         "settings": dict(vars(settings)),
-        "machine": report.machine(cluster.server_version(), kubeconfig),
+        "machine": report.machine(cluster.server_version(), kubeconfig, work),
         "contenders": info,
         "contenders_run": active,
         "scenarios": {},
