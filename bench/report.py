@@ -74,13 +74,13 @@ def python_build() -> str:
     return ", ".join(parts)
 
 
-def controller_qps(kubeconfig: str) -> int | None:
+def controller_qps(kubeconfig: str, proc: Path = Path("/proc")) -> int | None:
     """The ``--kube-api-qps`` of the local test bed's kube-controller-manager (``hack/local-cluster.sh``
     keeps its pid beside the kubeconfig it prints), or None for another cluster: it sets how fast the bed
     alone makes Deployments available, P2's floor (``python -m bench.floor``)."""
     try:
         pid = int((Path(kubeconfig).resolve().parent / "run" / "kube-controller-manager.pid").read_text())
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        argv = (proc / str(pid) / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
     except (OSError, ValueError):
         return None
     if not argv or not argv[0].endswith(b"kube-controller-manager"):
