@@ -76,6 +76,12 @@ def foo_available(obj: Obj) -> bool:
         return False
 
 
+def bed_run_dir(kubeconfig: str) -> Path:
+    """Where ``hack/local-cluster.sh`` keeps the pid files of a bed's processes: ``<state>/run``, beside the
+    kubeconfig it prints (absent for a cluster that is not such a bed)."""
+    return Path(kubeconfig).resolve().parent / "run"
+
+
 class Cluster:
     """A thin, thread-safe handle on the API server the contenders run against."""
 
@@ -97,7 +103,7 @@ class Cluster:
         """CPU the local test bed's processes (etcd, kube-apiserver, the controller manager, the scheduler,
         kwok) have used so far, read from their pid files beside the kubeconfig (``hack/local-cluster.sh``
         keeps them in ``<state>/run``); None for a cluster that is not such a bed."""
-        run = Path(self.kubeconfig).resolve().parent / "run"
+        run = bed_run_dir(self.kubeconfig)
         pids = sorted(run.glob("*.pid")) if run.is_dir() else []
         total = 0.0
         for pid_file in pids:

@@ -18,6 +18,7 @@ import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")  # clock ticks a second, the unit of /proc/<pid>/stat times
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -110,9 +111,9 @@ def pss_bytes(root: int) -> int:
     return total
 
 
-def cmdline(pid: int) -> list[str]:
+def cmdline(pid: int, proc: str | Path = "/proc") -> list[str]:
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
+        with open(Path(proc) / str(pid) / "cmdline", "rb") as f:
             return [part.decode(errors="replace") for part in f.read().split(b"\0") if part]
     except OSError:
         return []

@@ -23,6 +23,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from bench import procs
+from bench.cluster import bed_run_dir
 from bench.contenders import BASELINE, PEER
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,21 +76,20 @@ def python_build() -> str:
     return ", ".join(parts)
 
 
-def controller_qps(kubeconfig: str, proc: Path = Path("/proc")) -> int | None:
+def controller_qps(kubeconfig: str, proc: str | Path = "/proc") -> int | None:
     """The ``--kube-api-qps`` of the local test bed's kube-controller-manager (``hack/local-cluster.sh``
     keeps its pid beside the kubeconfig it prints), or None for another cluster: it sets how fast the bed
     alone makes Deployments available, P2's floor (``python -m bench.floor``)."""
     try:
-        pid = int((Path(kubeconfig).resolve().parent / "run" / "kube-controller-manager.pid").read_text())
-        argv = (proc / str(pid) / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        pid = int((bed_run_dir(kubeconfig) / "kube-controller-manager.pid").read_text())
     except (OSError, ValueError):
         return None
-    if not argv or not argv[0].endswith(b"kube-controller-manager"):
+    argv = procs.cmdline(pid, proc)
+    if not argv or not argv[0].endswith("kube-controller-manager"):
         return None
     for at, flag in enumerate(argv):
-        value = argv[at + 1] if flag == b"--kube-api-qps" and at + 1 < len(argv) else None
-        if flag.startswith(b"--kube-api-qps="):
-            value = flag.partition(b"=")[2]
+        value = argv[at + 1] if flag == "--kube-api-qps" and at + 1 < len(argv) else None
+        value = flag.partition("=")[2] if flag.startswith("--kube-api-qps=") else value
         if value is not None:
             try:
                 return int(float(value))
