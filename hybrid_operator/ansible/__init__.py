@@ -10,7 +10,8 @@ for an ``Executor`` and talks to it through ``running.Executor``; it never reach
   start-up check of the extra vars), ``privatedirs`` (private dirs and files).
 - Running: ``executors`` (which executor: the one public entry), ``running`` (the ``Executor`` interface,
   ``RunSetup`` and the ansible-runner executor), ``modserver`` (the module server the runner executor can
-  use), ``forking`` (a forked child becoming a new process).
+  use), ``forking`` (a forked child becoming a new process), ``reaping`` (stopping a run's processes, at
+  a timeout, wherever they are).
 - Results: ``results`` (job events into a ``RunResult``), ``artifacts`` (run dirs kept within bounds).
 - ``warm/``: the warm executor (see its package). ``compat/``: every private name of ansible-core and
   ansible-runner used anywhere, per area and version, with its fallback.

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import ansible_runner
 
-from hybrid_operator.ansible import inputdir
+from hybrid_operator.ansible import inputdir, reaping
 from hybrid_operator.ansible.artifacts import ArtifactStore
 from hybrid_operator.ansible.modserver import SOCKET_PATH_MAX, ModuleServer
 from hybrid_operator.ansible.privatedirs import TempDir, ensure_private_dir, write_private_file
@@ -270,7 +270,8 @@ class RunSetup:
             "private_data_dir": str(run_dir),
             "playbook": str(self.playbook_for(request)),
             "ident": request.run_id,
-            "envvars": {**self.env, **request.env},
+            # The run's id marks every process it starts, so what it leaves behind can be found (reaping).
+            "envvars": {**self.env, **request.env, reaping.RUN_ENV: request.run_id},
             "suppress_env_files": True,
             "quiet": True,
             "verbosity": request.verbosity or None,
@@ -332,10 +333,18 @@ def run_with_runner(
         result = collector.result
         result.error = f"could not run Ansible: {exc}"
     finally:
+        _stop_left_behind(request.run_id, collector.result)
         _scrub_command_artifact(run_dir / "artifacts" / request.run_id / "command")
         setup.store.finish(run_dir, request.max_artifacts)
     result.duration = time.monotonic() - started
     return result
+
+
+def _stop_left_behind(run_id: str, result: RunResult) -> None:
+    """A run ansible-runner stopped at its timeout (it kills the run's process group only) or that did not
+    finish leaves its workers' modules running, with whatever they started: stop them (``reaping``)."""
+    if (result.timed_out or result.error) and (found := reaping.stop_left_behind(run_id)):
+        log.warning("stopped %d processes the run left running", found, extra={"run_id": run_id})
 
 
 def finished_result(collector: EventCollector, rc: object, status: str, artifact_dir: Path) -> RunResult:

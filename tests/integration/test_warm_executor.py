@@ -254,10 +254,43 @@ def test_a_timeout_kills_the_whole_run(tmp_path: Path, modules_in_worker: bool) 
         assert warm.ready() == (True, "ok") and warm.zygote_pid == zygote  # only the run was killed
         cold = short_runner.run(request(spec=spec))
         assert (cold.timed_out, cold.rc) == (forked.timed_out, forked.rc)
+        # ansible-runner kills the run's process group only; what its workers ran is stopped after it too.
+        assert _processes_with(["sleep", seconds]) == []
     finally:
         warm.close()
         short_runner.close()
         for pid in _processes_with(["sleep", seconds]):  # what ansible-runner's timeout leaves behind
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("kind", ["warm", "runner"])
+def test_a_timeout_stops_what_the_run_started_outside_its_tree(tmp_path: Path, kind: str) -> None:
+    """A hung run that first started a command in a session of its own: the command left the run's process
+    tree when its shell ended, and is stopped at the timeout all the same (found by the run's mark)."""
+    hung, detached = ("47.41", "47.42") if kind == "warm" else ("47.43", "47.44")  # this test's alone
+    spec = {"sleepSeconds": hung, "detachedSeconds": detached}
+    executor = (WarmExecutor if kind == "warm" else RunnerExecutor)(settings(tmp_path, timeout=6))
+    try:
+        results: list[RunResult] = []
+        thread = threading.Thread(
+            target=lambda: results.append(executor.run(replace(request(spec=spec), role="detach")))
+        )
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not _processes_with(["sleep", detached]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _processes_with(["sleep", detached]), "the run never started its detached command"
+        thread.join(60)
+        assert len(results) == 1 and results[0].timed_out and not results[0].succeeded
+        deadline = time.monotonic() + 5
+        while (
+            _processes_with(["sleep", detached]) or _processes_with(["sleep", hung])
+        ) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _processes_with(["sleep", detached]) == [] and _processes_with(["sleep", hung]) == []
+    finally:
+        executor.close()
+        for pid in _processes_with(["sleep", hung]) + _processes_with(["sleep", detached]):
             os.kill(pid, signal.SIGKILL)
 
 

@@ -2,7 +2,7 @@
 
 ``executor`` (the ``Executor`` the reactor gets from ``ansible.executors.build_executor``), ``client`` (its
 handle on the zygote), ``zygote`` (the warm Ansible process that forks runs), ``protocol`` (their messages),
-``reaping`` (stopping a run's process tree),
 ``inworker`` (modules in Ansible's worker), ``inline`` (tasks in the run's process), ``selftest`` (the
-start-up self-test). What it borrows of ansible-core's and ansible-runner's internals is in ``ansible.compat``.
+start-up self-test); a run's processes are stopped by ``ansible.reaping``. What it borrows of ansible-core's
+and ansible-runner's internals is in ``ansible.compat``.
 """

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hybrid_operator.ansible.privatedirs import ensure_private_dir
+from hybrid_operator.ansible.reaping import KILL_GRACE, kill, process_groups, terminate
 from hybrid_operator.ansible.runsite import sitecustomize
 from hybrid_operator.ansible.warm import inline, protocol
-from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, process_groups, terminate
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ workers (one fork per task) would load for every task: the builtin Jinja2 filter
 common action plugins, and the action plugins its roles name (``actions``), and loads the playbooks its
 runs will load (``plays``).
 
-A run that outlives its timeout is stopped with its whole process tree (``reaping``).
+A run that outlives its timeout is stopped with its whole process tree, and what it started outside it (``reaping``).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from pathlib import Path
 
 from hybrid_operator.ansible import compat, forking
 from hybrid_operator.ansible.privatedirs import new_temp_dir
+from hybrid_operator.ansible.reaping import KILL_GRACE, RUN_ENV, kill, signal_marked, terminate
 from hybrid_operator.ansible.runsite import sitecustomize
 from hybrid_operator.ansible.warm import (
     actions,
@@ -65,7 +66,6 @@ from hybrid_operator.ansible.warm import (
     smallhooks,
     spares,
 )
-from hybrid_operator.ansible.warm.reaping import KILL_GRACE, kill, terminate
 
 
 @dataclass
@@ -78,6 +78,7 @@ class _Running:
     groups: set[int] = field(default_factory=set)
     exited: protocol.Exited | None = None  # reaped, report held back until the second stage is done
     reported: bool = False  # its end was reported when it said it was done, before it was reaped
+    mark: str = ""  # the run's id in its processes' environment (``reaping.RUN_ENV``)
 
 
 class ZygoteServer:
@@ -278,7 +279,7 @@ class ZygoteServer:
             self._done[spare.done] = spare.pid
         pid = spare.pid if spare is not None else self.fork(message.run)
         deadline = time.monotonic() + message.run.timeout if message.run.timeout else None
-        self.running[pid] = _Running(message.id, pid, deadline)
+        self.running[pid] = _Running(message.id, pid, deadline, mark=message.run.env.get(RUN_ENV, ""))
         self.send(protocol.Started(message.id, pid))
 
     def _said_done(self, fd: int) -> None:
@@ -333,9 +334,11 @@ class ZygoteServer:
             if running.deadline is not None and not running.timed_out and now >= running.deadline:
                 running.timed_out = True
                 running.groups = terminate(running.pid)  # the leader is not reaped yet: its pid is its own
+                signal_marked(running.mark, signal.SIGTERM)  # and what left its tree (a detached command)
                 running.kill_at = now + KILL_GRACE
             elif running.kill_at is not None and now >= running.kill_at:
                 kill(running.groups)
+                signal_marked(running.mark, signal.SIGKILL)
                 running.kill_at = None
                 if running.exited is not None:
                     running.exited = protocol.Exited(running.run_id, protocol.TIMED_OUT_RC, True)
@@ -356,6 +359,8 @@ class ZygoteServer:
         time.sleep(0.2 if groups else 0)
         for run_groups in groups:
             kill(run_groups)
+        for running in self.running.values():
+            signal_marked(running.mark, signal.SIGKILL)
         for pid in list(self.running):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
