@@ -294,6 +294,38 @@ def test_a_timeout_stops_what_the_run_started_outside_its_tree(tmp_path: Path, k
             os.kill(pid, signal.SIGKILL)
 
 
+def test_a_dead_zygote_takes_what_its_runs_detached_with_it(tmp_path: Path) -> None:
+    """The zygote dies under a run that started a command in a session of its own: the executor stops the
+    run's tree and, found by the run's mark, the detached command."""
+    hung, detached = "47.45", "47.46"  # this test's alone
+    spec = {"sleepSeconds": hung, "detachedSeconds": detached}
+    warm = WarmExecutor(settings(tmp_path))
+    try:
+        warm.wait_until_ready()
+        zygote = warm.zygote_pid
+        assert zygote is not None
+        results: list[RunResult] = []
+        thread = threading.Thread(target=lambda: results.append(warm.run(replace(request(spec=spec), role="detach"))))
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not (_processes_with(["sleep", detached]) and _processes_with(["sleep", hung])):
+            assert time.monotonic() < deadline, "the run never got to its hang"
+            time.sleep(0.05)
+        os.kill(zygote, signal.SIGKILL)
+        thread.join(60)
+        assert len(results) == 1 and not results[0].succeeded
+        deadline = time.monotonic() + 5
+        while (
+            _processes_with(["sleep", detached]) or _processes_with(["sleep", hung])
+        ) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _processes_with(["sleep", detached]) == [] and _processes_with(["sleep", hung]) == []
+    finally:
+        warm.close()
+        for pid in _processes_with(["sleep", hung]) + _processes_with(["sleep", detached]):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _ancestor_below(pid: int, parent: int) -> int:
     """The ancestor of ``pid`` whose parent is ``parent`` (``pid`` itself if it is one)."""
     while True:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hybrid_operator.ansible.privatedirs import ensure_private_dir
-from hybrid_operator.ansible.reaping import KILL_GRACE, kill, process_groups, terminate
+from hybrid_operator.ansible.reaping import KILL_GRACE, RUN_ENV, kill, process_groups, signal_marked, terminate
 from hybrid_operator.ansible.runsite import sitecustomize
 from hybrid_operator.ansible.warm import inline, protocol
 
@@ -45,6 +46,7 @@ class Pending:
     rc: int = 1
     timed_out: bool = False
     error: str = ""
+    mark: str = ""  # the run's id in its processes' environment (``reaping.RUN_ENV``)
 
 
 class ZygoteClient:
@@ -139,7 +141,7 @@ class ZygoteClient:
             if self.error:
                 raise ZygoteError(self.error)
             self._ids += 1
-            pending = Pending(self._ids)
+            pending = Pending(self._ids, mark=run.env.get(RUN_ENV, ""))
             self._pending[pending.run_id] = pending
         try:
             self._send(protocol.Run(pending.run_id, run))
@@ -153,6 +155,7 @@ class ZygoteClient:
             groups = terminate(pending.pid)
             time.sleep(KILL_GRACE)
             kill(groups)
+        signal_marked(pending.mark, signal.SIGKILL)  # and what it started outside its tree
         self._fail("the warm Ansible process stopped reporting on its runs")
         self.stop()
 
@@ -232,6 +235,8 @@ class ZygoteClient:
             time.sleep(KILL_GRACE)
         for groups in orphans:
             kill(groups)
+        for run in pending:
+            signal_marked(run.mark, signal.SIGKILL)
         for run in pending:
             run.error = self.error
             run.done.set()
