@@ -86,7 +86,7 @@ def marked(run_id: str) -> set[int]:
     """The processes (other than this one) whose environment ``carries`` ``run_id``, read from /proc. A
     zombie's environment is empty (nothing to stop); another user's process cannot be read (nothing found)."""
     found: set[int] = set()
-    if not carries(f"{RUN_ENV}={run_id}".encode(), run_id):
+    if not carries(f"{RUN_ENV}={run_id}".encode(), run_id):  # an id no process can carry: nothing to look for
         return found
     for proc in os.scandir("/proc"):
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
