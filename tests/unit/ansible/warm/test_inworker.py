@@ -109,7 +109,8 @@ def test_a_failing_and_a_killed_module_report_as_the_shell_would(tmp_path: Path)
     rc, out, _err = inworker.run_wrapper(wrapper, {}, None)
     assert rc == 1 and json.loads(out)["rc"] == 1
     killer, _path = build("command", {"_raw_params": "sh -c 'kill -9 $PPID; sleep 5'"}, tmp_path)
-    rc, out, _err = inworker.run_wrapper(killer, {}, None)
+    # A killed module leaves its unpacked payload in its temp dir: this test's, not the machine's /tmp.
+    rc, out, _err = inworker.run_wrapper(killer, {"TMPDIR": str(tmp_path)}, None)
     assert rc == 128 + 9 and out == b""
 
 
