@@ -376,9 +376,17 @@ def test_a_dead_zygote_is_reported_and_replaced(tmp_path: Path) -> None:
         assert warm.ready() == (True, "ok")
         pid = warm.zygote_pid
         assert pid is not None
+        # The local temp dir Ansible made for the zygote (its shared payloads), which it removes at a clean
+        # exit only: the zygote notes it in its working dir.
+        local_tmp = Path((Path(f"/proc/{pid}/cwd").resolve() / "local-tmp").read_text(encoding="utf-8"))
+        assert local_tmp.name.startswith(f"ansible-local-{pid}") and local_tmp.is_dir()
         _kill(pid, until=lambda: not warm.ready()[0])
         ready, why = warm.ready()
         assert not ready and "died" in why
+        deadline = time.monotonic() + 10  # the executor fails its runs first, then removes the dir
+        while local_tmp.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not local_tmp.exists()  # removed for the killed zygote
         result = warm.run(request(spec={"x": 2}))
         assert result.succeeded and result.status["x"] == "2"
         assert warm.ready() == (True, "ok") and warm.zygote_pid != pid

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -133,6 +135,22 @@ class ZygoteClient:
                 self.proc.wait()
         if self._sock is not None:
             self._sock.close()
+        self._remove_local_tmp()
+
+    def _remove_local_tmp(self) -> None:
+        """The zygote's local temp dir (the payloads it shares with its runs, their own dirs), which Ansible
+        removes when the zygote exits, when the zygote was killed instead: the path it noted at start
+        (``protocol.LOCAL_TMP_NOTE``), if it is still the dir Ansible names after that process."""
+        if self.proc is None or self.proc.poll() is None:
+            return  # not started, or still running: its own
+        try:
+            path = Path((self.home / "cwd" / protocol.LOCAL_TMP_NOTE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        # Ansible's name for it: tempfile.mkdtemp(prefix=f"ansible-local-{pid}"), 8 random characters after.
+        named = re.fullmatch(rf"ansible-local-{self.proc.pid}[a-z0-9_]{{8}}", path.name)
+        if path.is_absolute() and named and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
 
     # -- runs
 
@@ -237,6 +255,7 @@ class ZygoteClient:
             kill(groups)
         for run in pending:
             signal_marked(run.mark, signal.SIGKILL)
+        self._remove_local_tmp()
         for run in pending:
             run.error = self.error
             run.done.set()

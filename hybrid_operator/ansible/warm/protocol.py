@@ -22,6 +22,9 @@ from typing import Any
 MAX_LINE = 8 << 20  # bytes: a run's environment is the biggest part (the operator's own is in it)
 MAX_PREPARED = 1000  # directories a warm-up may name for the zygote to prepare
 TIMED_OUT_RC = 254  # what ansible-runner reports for a run it killed at its timeout
+# A file in the zygote's working dir (the client's, private): the local temp dir Ansible made for the zygote,
+# which the client removes when the zygote was killed before Ansible could (``ZygoteClient``).
+LOCAL_TMP_NOTE = "local-tmp"
 
 
 class ProtocolError(ValueError):

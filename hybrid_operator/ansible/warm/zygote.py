@@ -114,6 +114,7 @@ class ZygoteServer:
         self._prepare = [Path(d) for d in request.prepare]
         self._playbooks = list(request.playbooks)
         self.tmp_root = compat.use_local_tmp()  # Ansible reads its configuration here, from the shared environment
+        Path(protocol.LOCAL_TMP_NOTE).write_text(self.tmp_root, encoding="utf-8")  # in the client's dir (cwd)
         import ansible.cli.playbook  # noqa: F401 - the import is the point: it is shared by every run
 
         docs_problems = plugindocs.install()  # before the warm-up: the plugins it loads are noted
