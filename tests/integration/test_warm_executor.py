@@ -271,27 +271,17 @@ def test_a_timeout_stops_what_the_run_started_outside_its_tree(tmp_path: Path, k
     spec = {"sleepSeconds": hung, "detachedSeconds": detached}
     executor = (WarmExecutor if kind == "warm" else RunnerExecutor)(settings(tmp_path, timeout=6))
     try:
-        results: list[RunResult] = []
-        thread = threading.Thread(
-            target=lambda: results.append(executor.run(replace(request(spec=spec), role="detach")))
-        )
-        thread.start()
+        thread, results = _in_background(executor, replace(request(spec=spec), role="detach"))
         deadline = time.monotonic() + 60
         while not _processes_with(["sleep", detached]) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _processes_with(["sleep", detached]), "the run never started its detached command"
         thread.join(60)
         assert len(results) == 1 and results[0].timed_out and not results[0].succeeded
-        deadline = time.monotonic() + 5
-        while (
-            _processes_with(["sleep", detached]) or _processes_with(["sleep", hung])
-        ) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _processes_with(["sleep", detached]) == [] and _processes_with(["sleep", hung]) == []
+        assert _sleeps_gone(hung, detached)
     finally:
         executor.close()
-        for pid in _processes_with(["sleep", hung]) + _processes_with(["sleep", detached]):
-            os.kill(pid, signal.SIGKILL)
+        _kill_sleeps(hung, detached)
 
 
 def test_a_dead_zygote_takes_what_its_runs_detached_with_it(tmp_path: Path) -> None:
@@ -304,9 +294,7 @@ def test_a_dead_zygote_takes_what_its_runs_detached_with_it(tmp_path: Path) -> N
         warm.wait_until_ready()
         zygote = warm.zygote_pid
         assert zygote is not None
-        results: list[RunResult] = []
-        thread = threading.Thread(target=lambda: results.append(warm.run(replace(request(spec=spec), role="detach"))))
-        thread.start()
+        thread, results = _in_background(warm, replace(request(spec=spec), role="detach"))
         deadline = time.monotonic() + 60
         while not (_processes_with(["sleep", detached]) and _processes_with(["sleep", hung])):
             assert time.monotonic() < deadline, "the run never got to its hang"
@@ -314,15 +302,36 @@ def test_a_dead_zygote_takes_what_its_runs_detached_with_it(tmp_path: Path) -> N
         os.kill(zygote, signal.SIGKILL)
         thread.join(60)
         assert len(results) == 1 and not results[0].succeeded
-        deadline = time.monotonic() + 5
-        while (
-            _processes_with(["sleep", detached]) or _processes_with(["sleep", hung])
-        ) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _processes_with(["sleep", detached]) == [] and _processes_with(["sleep", hung]) == []
+        assert _sleeps_gone(hung, detached)
     finally:
         warm.close()
-        for pid in _processes_with(["sleep", hung]) + _processes_with(["sleep", detached]):
+        _kill_sleeps(hung, detached)
+
+
+def _in_background(
+    executor: RunnerExecutor | WarmExecutor, run: RunRequest
+) -> tuple[threading.Thread, list[RunResult]]:
+    """``executor.run(run)`` in a thread of its own, started; its result lands in the list."""
+    results: list[RunResult] = []
+    thread = threading.Thread(target=lambda: results.append(executor.run(run)))
+    thread.start()
+    return thread, results
+
+
+def _sleeps_gone(*seconds: str, within: float = 5.0) -> bool:
+    """Whether no ``sleep <s>`` for any of ``seconds`` is left, waiting up to ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while any(_processes_with(["sleep", s]) for s in seconds):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _kill_sleeps(*seconds: str) -> None:
+    """What a failed test left running."""
+    for s in seconds:
+        for pid in _processes_with(["sleep", s]):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -346,11 +355,7 @@ def test_a_run_killed_before_it_says_it_is_done_is_reported_when_reaped(tmp_path
         warm.wait_until_ready()
         zygote = warm.zygote_pid
         assert zygote is not None
-        results: list[RunResult] = []
-        thread = threading.Thread(
-            target=lambda: results.append(warm.run(request(spec={"mode": "sleep", "sleepSeconds": seconds})))
-        )
-        thread.start()
+        thread, results = _in_background(warm, request(spec={"mode": "sleep", "sleepSeconds": seconds}))
         deadline = time.monotonic() + 60
         while not (sleeping := _processes_with(["sleep", seconds])) and time.monotonic() < deadline:
             time.sleep(0.05)
