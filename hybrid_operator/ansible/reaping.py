@@ -10,8 +10,8 @@ Ansible forwards to its workers, and the process groups of its whole tree, read 
 A process can also leave the tree before the run is stopped: a module whose ``ansible-playbook`` ansible-runner
 killed at its timeout (it goes on under init, with its own children), or a command a task started in a new
 session and did not wait for. Every process a run starts carries the run's id in its environment (``RUN_ENV``,
-set by ``RunSetup.runner_options``), and ``signal_marked`` finds those by it, wherever they are in the process
-tree. A process that changed its environment block (a new ``exec`` with a cleared environment) is not found:
+set by ``RunSetup.runner_options``), and both stages also signal those (``marked``), wherever they are in the
+process tree. A process that changed its environment block (a new ``exec`` with a cleared environment) is not found:
 what ``terminate`` reads from the tree still is.
 
 Used by the zygote at a run's timeout and when the executor goes away (``zygote``), by the warm executor
@@ -57,36 +57,43 @@ def process_groups(leader: int) -> set[int]:
     return groups
 
 
-def terminate(leader: int) -> set[int]:
-    """First stage of stopping a run: SIGTERM to its ``ansible-playbook``, which Ansible forwards to its
-    workers and they to their modules. Returns the process groups to SIGKILL a moment later."""
-    groups = process_groups(leader)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(leader, signal.SIGTERM)
+def terminate(leader: int | None, mark: str = "") -> set[int]:
+    """First stage of stopping a run: SIGTERM to its ``ansible-playbook`` (``leader``, None: not started),
+    which Ansible forwards to its workers and they to their modules, and to the processes ``marked`` with its
+    id. Returns the process groups to SIGKILL a moment later."""
+    groups = process_groups(leader) if leader else set()
+    if leader:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(leader, signal.SIGTERM)
+    signal_marked(mark, signal.SIGTERM)
     return groups
 
 
-def kill(groups: set[int]) -> None:
-    """Second stage: SIGKILL whatever is left in the run's process groups."""
+def kill(groups: set[int], mark: str = "") -> None:
+    """Second stage: SIGKILL whatever is left in the run's process groups, and of its ``marked`` processes."""
     for group in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signal.SIGKILL)
+    signal_marked(mark, signal.SIGKILL)
 
 
 def carries(environ: bytes, run_id: str) -> bool:
     """Whether a process environment block (``/proc/<pid>/environ``: ``NAME=value`` entries, each ended by a
     NUL) sets ``RUN_ENV`` to exactly ``run_id``: one entry of the block, so a value that merely contains that
     text is not a mark. Never for an empty id, or one no environment can hold (a NUL)."""
-    if not run_id or "\0" in run_id:
-        return False
-    return f"{RUN_ENV}={run_id}".encode() in environ.split(b"\0")
+    return _markable(run_id) and f"{RUN_ENV}={run_id}".encode() in environ.split(b"\0")
+
+
+def _markable(run_id: str) -> bool:
+    """Whether an environment can carry ``run_id`` as a mark (not empty, no NUL)."""
+    return bool(run_id) and "\0" not in run_id
 
 
 def marked(run_id: str) -> set[int]:
     """The processes (other than this one) whose environment ``carries`` ``run_id``, read from /proc. A
     zombie's environment is empty (nothing to stop); another user's process cannot be read (nothing found)."""
     found: set[int] = set()
-    if not carries(f"{RUN_ENV}={run_id}".encode(), run_id):  # an id no process can carry: nothing to look for
+    if not _markable(run_id):
         return found
     for proc in os.scandir("/proc"):
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
@@ -117,5 +124,5 @@ def stop_left_behind(run_id: str, grace: float = KILL_GRACE) -> int:
     deadline = time.monotonic() + grace
     while found and marked(run_id) and time.monotonic() < deadline:
         time.sleep(0.05)
-    signal_marked(run_id, signal.SIGKILL)
+    kill(set(), run_id)
     return found

@@ -14,7 +14,6 @@ import logging
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hybrid_operator.ansible.privatedirs import ensure_private_dir
-from hybrid_operator.ansible.reaping import KILL_GRACE, RUN_ENV, kill, process_groups, signal_marked, terminate
+from hybrid_operator.ansible.reaping import KILL_GRACE, RUN_ENV, kill, process_groups, terminate
 from hybrid_operator.ansible.runsite import sitecustomize
 from hybrid_operator.ansible.warm import inline, protocol
 
@@ -169,11 +168,10 @@ class ZygoteClient:
 
     def abandon(self, pending: Pending) -> None:
         """Give up on a run the zygote never reported: kill its session and treat the zygote as broken."""
+        groups = terminate(pending.pid, pending.mark)
         if pending.pid:
-            groups = terminate(pending.pid)
             time.sleep(KILL_GRACE)
-            kill(groups)
-        signal_marked(pending.mark, signal.SIGKILL)  # and what it started outside its tree
+        kill(groups, pending.mark)
         self._fail("the warm Ansible process stopped reporting on its runs")
         self.stop()
 
@@ -248,13 +246,12 @@ class ZygoteClient:
         self._fail(f"{reason}{detail}" + (f": {tail}" if tail and not self._closing else ""))
         with self._lock:
             pending, self._pending = list(self._pending.values()), {}
-        orphans = [terminate(run.pid) for run in pending if run.pid]  # they outlive the zygote otherwise
-        if orphans:
+        # They outlive the zygote otherwise: its runs' trees, and what they started outside them (their mark).
+        stops = [(terminate(run.pid, run.mark), run.mark) for run in pending]
+        if any(run.pid for run in pending):
             time.sleep(KILL_GRACE)
-        for groups in orphans:
-            kill(groups)
-        for run in pending:
-            signal_marked(run.mark, signal.SIGKILL)
+        for groups, mark in stops:
+            kill(groups, mark)
         self._remove_local_tmp()
         for run in pending:
             run.error = self.error

@@ -49,7 +49,7 @@ from pathlib import Path
 
 from hybrid_operator.ansible import compat, forking
 from hybrid_operator.ansible.privatedirs import new_temp_dir
-from hybrid_operator.ansible.reaping import KILL_GRACE, RUN_ENV, kill, signal_marked, terminate
+from hybrid_operator.ansible.reaping import KILL_GRACE, RUN_ENV, kill, terminate
 from hybrid_operator.ansible.runsite import sitecustomize
 from hybrid_operator.ansible.warm import (
     actions,
@@ -334,12 +334,11 @@ class ZygoteServer:
         for running in list(self.running.values()):
             if running.deadline is not None and not running.timed_out and now >= running.deadline:
                 running.timed_out = True
-                running.groups = terminate(running.pid)  # the leader is not reaped yet: its pid is its own
-                signal_marked(running.mark, signal.SIGTERM)  # and what left its tree (a detached command)
+                # The leader is not reaped yet: its pid is its own. The mark: what left its tree (a detached command).
+                running.groups = terminate(running.pid, running.mark)
                 running.kill_at = now + KILL_GRACE
             elif running.kill_at is not None and now >= running.kill_at:
-                kill(running.groups)
-                signal_marked(running.mark, signal.SIGKILL)
+                kill(running.groups, running.mark)
                 running.kill_at = None
                 if running.exited is not None:
                     running.exited = protocol.Exited(running.run_id, protocol.TIMED_OUT_RC, True)
@@ -356,12 +355,10 @@ class ZygoteServer:
         if (spare := self._spare.spare) is not None:
             self._spare.stop()
             shutil.rmtree(self._local_tmps.pop(spare.pid, ""), ignore_errors=True)
-        groups = [terminate(pid) for pid in self.running]
-        time.sleep(0.2 if groups else 0)
-        for run_groups in groups:
-            kill(run_groups)
-        for running in self.running.values():
-            signal_marked(running.mark, signal.SIGKILL)
+        stops = [(terminate(pid, running.mark), running.mark) for pid, running in self.running.items()]
+        time.sleep(0.2 if stops else 0)
+        for groups, mark in stops:
+            kill(groups, mark)
         for pid in list(self.running):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
